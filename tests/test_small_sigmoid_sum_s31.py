@@ -89,3 +89,25 @@ def test_a_watcher_sees_the_sum():
         out = t.sum()
     assert seen == ["sum"]
     assert out.grad_fn is not None
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_without_weights_is_torchs(reduction):
+    """The fused loss's stand-in class weights are made once per class count and stay ones: losses and
+    gradients at two class counts, with an ignored target, called twice each, equal PyTorch's bit for bit."""
+    import tapelab.nn.functional as F
+    rng = np.random.default_rng(7)
+    for n_classes in (10, 7, 10):
+        x = (rng.standard_normal((64, n_classes)) * 3).astype(np.float32)
+        t = rng.integers(0, n_classes, 64)
+        t[5] = -100
+        xt, xr = tl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        loss = F.cross_entropy(xt, tl.tensor(t), reduction=reduction)
+        ref = torch.nn.functional.cross_entropy(xr, torch.tensor(t), reduction=reduction)
+        _same_bits(loss.detach().numpy(), ref.detach().numpy())
+        loss.backward()
+        ref.backward()
+        _same_bits(xt.grad.numpy(), xr.grad.numpy())
+    from tapelab.nn import _fused
+    for ones in _fused._NO_WEIGHTS.values():
+        assert (ones == 1).all()

@@ -759,9 +759,19 @@ def _ce_loop_inputs(xp, x, t, w, cdim, p):
     return _loop_targets(xp, t, w, x.shape[1], x.dtype, p)
 
 
+# (classes, dtype) -> the ones that stand in for a loss's absent class weights in the fused loops, made once
+# (``np.ones`` was 0.6 us of a 64 x 10 cross-entropy's ~8, forward and backward); the loops only read it
+_NO_WEIGHTS: dict = {}
+
+
 def _loop_targets(xp, t, w, n_classes, dtype, p):
     """``_ce_loop_inputs`` once the shapes and dtypes are known to fit: None at a bad target."""
-    wc = w[0] if w else xp.ones(n_classes, dtype)
+    if w:
+        wc = w[0]
+    else:
+        wc = _NO_WEIGHTS.get((n_classes, dtype))
+        if wc is None:
+            wc = _NO_WEIGHTS[(n_classes, dtype)] = xp.ones(n_classes, dtype)
     wt = xp.empty(t.shape[0], dtype)
     t = xp.ascontiguousarray(t)
     return (t, wc, wt) if kernels.loops("rowwise").target_weights(t, wc, p["ignore_index"], wt) else None
@@ -796,8 +806,8 @@ def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
     reduction = p["reduction"]
     if looped is not None:
         t, wc, wt = looped
-        gs = (xp.ascontiguousarray(g, x.dtype) if reduction == "none" else
-              xp.full(t.shape[0], g / wt.sum() if reduction == "mean" else g, x.dtype))
+        gs = (xp.ascontiguousarray(g, x.dtype) if reduction == "none" else   # (add.reduce: wt.sum()'s sum
+              xp.full(t.shape[0], g / xp.add.reduce(wt) if reduction == "mean" else g, x.dtype))   # without its wrapper)
         out = xp.empty_like(x)
         kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 5, x, t, wt, gs, out, wc,
                          *_ce_loop_params(x, wc, p))

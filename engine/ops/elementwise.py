@@ -381,7 +381,7 @@ atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 -
                out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
 # (the float32 loop's compiled code for a small 1-D aligned array, ATen's block, the most elements it runs on
 # one thread), made at the first such sigmoid: a small vector's sigmoid then calls it without ``aten_map1``'s
-# tests and frames (``_sigmoid_fwd`` on 16 floats 0.70 -> 0.40 us, ``t.sigmoid()`` 1.62 -> 1.30)
+# tests and frames (``_sigmoid_fwd`` on 16 floats 0.70 -> 0.58 us, ``t.sigmoid()`` 1.62 -> 1.51)
 _SIGMOID_SMALL: list = []
 
 
