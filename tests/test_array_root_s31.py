@@ -8,22 +8,13 @@ import pytest
 import torch
 
 import tapelab
+from _chain16 import chain as _chain, pair as _pair, pairs
 from tapelab.autograd import engine
-
-
-def _pair(values, requires_grad=True):
-    a = np.asarray(values, np.float32)
-    return tapelab.tensor(a, requires_grad=requires_grad), torch.tensor(a, requires_grad=requires_grad)
-
-
-def _chain(x, w):
-    return ((x * w + 1).tanh() * x).sigmoid().sum()
 
 
 @pytest.fixture
 def xw():
-    rng = np.random.default_rng(31)
-    return _pair(rng.standard_normal(16)), _pair(rng.standard_normal(16))
+    return pairs(31)
 
 
 def _root(walk):

@@ -5,24 +5,14 @@ PyTorch's errors for a saved value written in place, PyTorch's gradients, no gra
 and the hand-over to the tensor loop."""
 import numpy as np
 import pytest
-import torch
 
 import tapelab
-
-
-def _pair(values, requires_grad=True):
-    a = np.asarray(values, np.float32)
-    return tapelab.tensor(a, requires_grad=requires_grad), torch.tensor(a, requires_grad=requires_grad)
-
-
-def _chain(x, w):
-    return ((x * w + 1).tanh() * x).sigmoid().sum()
+from _chain16 import chain as _chain, pair as _pair, pairs
 
 
 @pytest.fixture
 def xw():
-    rng = np.random.default_rng(30)
-    return _pair(rng.standard_normal(16)), _pair(rng.standard_normal(16))
+    return pairs(30)
 
 
 def test_chain_gradients_equal_torch(xw):

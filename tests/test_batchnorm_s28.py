@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-import tapelab
 from tapelab import kernels
+from _threads import thread_counts
 
 pytest.importorskip("numba")
 
@@ -18,13 +18,7 @@ SHAPES = [(16, 32, 16, 16), (5, 11, 8, 8), (7, 9, 1, 8), (6, 13, 24, 24), (3, 4,
           (5, 5, 1, 9), (4, 3, 1, 15), (11, 6, 7, 7), (3, 24, 5, 7), (4, 19, 3, 3), (2, 33, 4, 4)]
 
 
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    """The loops on, tapelab and torch at the parametrised thread count."""
-    kernels.set_enabled(True)
-    tapelab.set_num_threads(request.param)
-    torch.set_num_threads(request.param)
-    return request.param
+threads = thread_counts([1, 2], loops=True)
 
 
 def _bitwise(ours, theirs) -> None:

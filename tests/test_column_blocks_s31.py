@@ -9,17 +9,12 @@ import torch
 
 import tapelab
 from tapelab import kernels
+from _threads import thread_counts
 
 pytestmark = pytest.mark.skipif(not kernels.enabled(), reason="the column sums are numba loops")
 
 
-@pytest.fixture(params=[1, 2], ids=lambda t: f"threads{t}")
-def threads(request):
-    torch.set_num_threads(request.param)
-    tapelab.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(1)
-    tapelab.set_num_threads(1)
+threads = thread_counts([1, 2], ids=lambda t: f"threads{t}")
 
 
 def _assert_torch_sum(g):

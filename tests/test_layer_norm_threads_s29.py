@@ -10,20 +10,12 @@ import torch
 
 import tapelab
 from tapelab import kernels
+from _threads import thread_counts
 
 pytest.importorskip("numba")
 
 
-@pytest.fixture(params=[1, 2, 3])
-def threads(request):
-    """The loops on, tapelab and torch at the parametrised thread count."""
-    old, was, was_torch = kernels.set_enabled(True), tapelab.get_num_threads(), torch.get_num_threads()
-    tapelab.set_num_threads(request.param)
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(was_torch)
-    tapelab.set_num_threads(was)
-    kernels.set_enabled(old)
+threads = thread_counts([1, 2, 3], loops=True)
 
 
 def _bitwise(ours, theirs) -> None:

@@ -13,17 +13,12 @@ import torch
 import tapelab
 from tapelab import kernels
 from tapelab.base import pool
+from _threads import thread_counts
 
 pytestmark = pytest.mark.skipif(not kernels.enabled(), reason="the column sums are numba loops")
 
 
-@pytest.fixture(params=[2, 3], ids=lambda t: f"threads{t}")
-def threads(request):
-    torch.set_num_threads(request.param)
-    tapelab.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(1)
-    tapelab.set_num_threads(1)
+threads = thread_counts([2, 3], ids=lambda t: f"threads{t}")
 
 
 @pytest.mark.parametrize("rows,cols", [(1024, 40), (1024, 65), (1024, 100), (1024, 128), (1024, 384),

@@ -7,16 +7,10 @@ import torch
 
 import tapelab
 from tapelab import kernels
+from _threads import thread_counts
 
 
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    was, was_torch = tapelab.get_num_threads(), torch.get_num_threads()
-    tapelab.set_num_threads(request.param)
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(was_torch)
-    tapelab.set_num_threads(was)
+threads = thread_counts([1, 2])
 
 
 @pytest.mark.parametrize("shape", [(16, 64, 128), (kernels.PARALLEL_MIN,), (kernels.PARALLEL_MIN + 7,), (3, 50001)])

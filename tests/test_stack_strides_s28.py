@@ -12,6 +12,7 @@ import torch
 
 import tapelab
 from tapelab.kernels import blas
+from _threads import thread_counts
 
 gemm_module = importlib.import_module("tapelab.kernels.gemm")
 RNG = np.random.default_rng(28)
@@ -19,11 +20,7 @@ RNG = np.random.default_rng(28)
 pytestmark = pytest.mark.skipif(not blas.available(), reason="MKL is not installed (the [mkl] extra)")
 
 
-@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
-def threads(request):
-    torch.set_num_threads(request.param)
-    tapelab.set_num_threads(request.param)
-    return request.param
+threads = thread_counts([1, 2], ids=["one-thread", "two-threads"])
 
 
 def _heads(dtype, b=16, length=64, h=4, d=32, parts=3):

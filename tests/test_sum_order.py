@@ -12,16 +12,12 @@ import torch
 
 import tapelab
 from tapelab import kernels
+from _threads import thread_counts
 
 pytestmark = pytest.mark.skipif(not kernels.enabled(), reason="ATen's order is a numba loop")
 
 
-@pytest.fixture(params=[1, 2, 3], ids=lambda t: f"threads{t}")
-def threads(request):
-    """torch and tapelab at the same thread count (a whole-tensor sum's chunks follow it)."""
-    torch.set_num_threads(request.param)
-    tapelab.set_num_threads(request.param)
-    return request.param
+threads = thread_counts([1, 2, 3], ids=lambda t: f"threads{t}")
 
 
 def _values(rng, n: int, dtype) -> np.ndarray:
