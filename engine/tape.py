@@ -412,8 +412,7 @@ class tape:
                 if _get_ident() == tid:
                     append(_step_raw(step))
 
-            self._subs = [events.subscribe("op", on_fields, fields=True),
-                          events.subscribe("backward_step", on_raw_step)]
+            self._subs = events.subscribe_group(("op", on_fields, True), ("backward_step", on_raw_step))
             return self
         record_op, record_step = self.record_op, self.record_step
 
@@ -425,12 +424,11 @@ class tape:
             if _get_ident() == tid:
                 record_step(step)
 
-        self._subs = [events.subscribe("op", on_op), events.subscribe("backward_step", on_step)]
+        self._subs = events.subscribe_group(("op", on_op), ("backward_step", on_step))
         return self
 
     def __exit__(self, *exc) -> None:
-        for sub in self._subs:
-            sub.unsubscribe()
+        events.unsubscribe_group(self._subs)
         self._subs = []
 
     def _settle(self) -> None:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Callable
 
-__all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "op_fields", "BackwardStep", "BackwardPass",
-           "GraphTraced", "Collective", "Made", "KINDS"]
+__all__ = ["subscribe", "subscribe_group", "unsubscribe_group", "emit", "has_subscribers", "Subscription", "OpRecorded",
+           "op_fields", "BackwardStep", "BackwardPass", "GraphTraced", "Collective", "Made", "KINDS"]
 
 KINDS = ("op", "backward_step", "backward_pass", "graph_traced", "capture_done", "profile_ready", "collective", "made")
 _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
@@ -128,12 +128,18 @@ class Subscription:
         self.kind, self.fn, self.fields = kind, fn, fields
 
     def unsubscribe(self) -> None:
-        subs = _subscribers[self.kind]
-        if self.fn in subs:
-            subs.remove(self.fn)
-            if self.fn not in subs:
-                _takes_fields.discard(self.fn)
+        if self._remove():
             _changed()
+
+    def _remove(self) -> bool:
+        """Stop listening, without telling the dispatcher (the caller does): whether it listened."""
+        subs = _subscribers[self.kind]
+        if self.fn not in subs:
+            return False
+        subs.remove(self.fn)
+        if self.fn not in subs:
+            _takes_fields.discard(self.fn)
+        return True
 
     __call__ = unsubscribe
 
@@ -151,6 +157,40 @@ def subscribe(kind: str, fn: Callable, fields: bool = False) -> Subscription:
     ``tensors`` as one plain tuple, in ``OpRecorded``'s order (``op_fields``), and its tensors. While
     such a subscriber listens alone the dispatcher makes no event object per op: a recorder that
     stores what it keeps (the tape) pays for a tuple only."""
+    sub = _add(kind, fn, fields)
+    _changed()
+    return sub
+
+
+def subscribe_group(*specs: tuple) -> list[Subscription]:
+    """``subscribe(*spec)`` for each ``(kind, fn)`` or ``(kind, fn, fields)``, with the dispatcher told
+    once: a scope opened around every step (``tapelab.tape()``) pays its subscriptions there, where its
+    code runs cold after the step's kernels. All or none: a spec refused undoes the ones before it."""
+    subs: list[Subscription] = []
+    try:
+        for spec in specs:
+            subs.append(_add(*spec))
+    except BaseException:
+        for sub in subs:
+            sub._remove()
+        raise
+    finally:
+        if subs:
+            _changed()
+    return subs
+
+
+def unsubscribe_group(subs) -> None:
+    """``unsubscribe`` each of ``subs``, with the dispatcher told once."""
+    removed = False
+    for sub in subs:
+        removed = sub._remove() or removed
+    if removed:
+        _changed()
+
+
+def _add(kind: str, fn: Callable, fields: bool = False) -> Subscription:
+    """``subscribe``'s checks and listening, without telling the dispatcher (the caller does)."""
     if kind not in _subscribers:
         raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(KINDS)}")
     if fields:
@@ -162,7 +202,6 @@ def subscribe(kind: str, fn: Callable, fields: bool = False) -> Subscription:
     elif fn in _takes_fields:
         raise ValueError("subscribe: this function already listens to 'op' events for their fields")
     _subscribers[kind].append(fn)
-    _changed()
     return Subscription(kind, fn, fields)
 
 
