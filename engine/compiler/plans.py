@@ -12,6 +12,8 @@ same floats, bit for bit); anything else goes to the op's own forward.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..base import pool, runtime
@@ -19,7 +21,7 @@ from ..kernels import blas, loops, mkl, parallel, use
 from ..kernels.gemm import GEMM_PARALLEL_MIN, MKL_MIN, OWN_MIN_COLS, OWN_MIN_K, OWN_MIN_ROWS
 from ..ops.reduce import array_sum
 
-__all__ = ["planned", "linear_relu", "epilogues", "cat_copying", "joined_copies"]
+__all__ = ["planned", "linear_relu", "epilogues", "cat_copying", "joined_copies", "written_into", "writing_into"]
 
 _F32 = np.dtype(np.float32)
 _ND = np.ndarray
@@ -234,3 +236,93 @@ def joined_copies(nodes, name_of) -> dict:
         if any(p is not None for p in parts):
             joins[n] = tuple(parts)
     return joins
+
+
+# ops whose declared forward takes ``into=``: arrays its first outputs are written into
+_WRITES_INTO = {"scaled_dot_product_attention_backward": 3}
+_VIEWS = {"reshape": lambda a, params: a.reshape(params["shape"]),
+          "permute": lambda a, params: a.transpose(params["dims"])}
+
+
+def written_into(nodes, name_of) -> dict:
+    """``{cat node: (producer node, the chain's nodes, ((shape, offset, strides) per output))}`` for each cat
+    whose inputs are exactly the first outputs of one op that can write them into given arrays
+    (``_WRITES_INTO``: attention's backward, the joined qkv gradient), each through reshapes and permutes
+    that only lead to the cat, and where each output's place in the cat's result is a strided view
+    (offset and strides in elements): the generated step then has the op write into the cat's result and
+    runs the chain and the cat only where it did not (``writing_into``)."""
+    def shape(n):
+        m = n.meta.get("tensor_meta") if hasattr(n, "meta") else None
+        return tuple(m.shape) if m is not None and type(m) is not tuple else None
+    found = {}
+    for cat in nodes:
+        if cat.op != "call_function" or name_of(cat) != "cat" or cat.kwargs.get("skip", True) or shape(cat) is None:
+            continue
+        chains, producer = [], None
+        for a in cat.args:
+            chain, n = [], a
+            while getattr(n, "op", None) == "call_function" and name_of(n) in _VIEWS and len(n.users) == 1:
+                chain.append(n)
+                n = n.args[0]
+            if not (getattr(n, "op", None) == "call_function" and n.target is operator.getitem
+                    and len(n.users) == 1 and shape(n) is not None and (producer is None or n.args[0] is producer)):
+                break
+            producer = n.args[0]
+            chains.append((n, chain[::-1]))
+        else:
+            count = _WRITES_INTO.get(name_of(producer)) if producer is not None else None
+            if count is None or sorted(item.args[1] for item, _ in chains) != list(range(count)):
+                continue
+            places = _places(shape(cat), cat.kwargs["dim"], [(shape(item), [(name_of(v), v.kwargs) for v in chain],
+                                                             shape(a)) for (item, chain), a in zip(chains, cat.args)])
+            if places is not None:
+                by_output = sorted(zip((item.args[1] for item, _ in chains), places))
+                found[cat] = (producer, [n for item, chain in chains for n in (item, *chain)],
+                              tuple(place for _, place in by_output))
+    return found
+
+
+def _places(cat_shape: tuple, dim: int, parts: list):
+    """Each part's ``(source shape, offset, strides)`` in a C-contiguous array of ``cat_shape``, for parts
+    ``(source shape, [(view op, params)], shape joined)``; None where one is not a strided view. Found by
+    sending each source element's index through the views and reading where the cat puts it."""
+    memory = np.arange(int(np.prod(cat_shape))).reshape(cat_shape)
+    d, at, places = dim % len(cat_shape), 0, []
+    for source, views, joined in parts:
+        index = np.arange(int(np.prod(source))).reshape(source)
+        for name, params in views:
+            index = _VIEWS[name](index, params)
+        where = memory[(slice(None),) * d + (slice(at, at + joined[d]),)]
+        at += joined[d]
+        if index.shape != where.shape or not index.size:
+            return None
+        place = np.empty(index.size, np.intp)
+        place[index.reshape(-1)] = where.reshape(-1)
+        place = place.reshape(source)
+        offset, rank = int(place.flat[0]), len(source)
+        strides = tuple(int(place[(0,) * k + (1,) + (0,) * (rank - k - 1)]) - offset if n > 1 else 0
+                        for k, n in enumerate(source))
+        grid = offset + sum(np.arange(n).reshape((n,) + (1,) * (rank - k - 1)) * st
+                            for k, (n, st) in enumerate(zip(source, strides)))
+        if not np.array_equal(place, np.broadcast_to(grid, source)):
+            return None
+        places.append((source, offset, strides))
+    return places if at == cat_shape[d] else None
+
+
+def writing_into(op_fwd, shape: tuple, dtype, places: tuple):
+    """``op_fwd`` writing its first outputs into their places in one new array of ``shape`` (``places``
+    from ``written_into``), returned after the op's results, or None there where the op made its own
+    arrays (another dtype, a path that does not take them): the cat then joins them as before."""
+    dtype = np.dtype(dtype)
+    item = dtype.itemsize
+
+    def planned_into(xp, *args, **params):
+        if xp is np and args[0].dtype == dtype:
+            out = np.empty(shape, dtype)
+            into = tuple(np.ndarray(s, dtype, out, offset * item, tuple(st * item for st in strides))
+                         for s, offset, strides in places)
+            res = op_fwd(xp, *args, into=into, **params)
+            return (*res, out if all(r is v for r, v in zip(res, into)) else None)
+        return (*op_fwd(xp, *args, **params), None)
+    return planned_into

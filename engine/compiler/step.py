@@ -53,7 +53,7 @@ from ..fx.prims import prims
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import fused as _fused
 from .fused import TRANSCENDENTAL, FusedCall
-from .plans import cat_copying, epilogues, joined_copies, linear_relu, planned
+from .plans import cat_copying, epilogues, joined_copies, linear_relu, planned, writing_into, written_into
 from .pool import RELU_MAX_POOL, _Call as _PoolCall, _Unregistered
 
 __all__ = ["Step", "build"]
@@ -621,6 +621,10 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
     made_with = {lin: relu for relu, lin in absorbed.items()}
     joins = joined_copies(gm.graph.nodes, op_name)            # cat node -> its inputs' reshapes it absorbs
     copied = {a for cat, parts in joins.items() for a, p in zip(cat.args, parts) if p is not None}
+    into = written_into(gm.graph.nodes, op_name)   # cat node -> (the op writing its parts, the views between, places)
+    writers = {producer: cat for cat, (producer, _, _) in into.items()}
+    deferred = {n: cat for cat, (_, chain, _) in into.items() for n in chain}
+    held: dict = {cat: [] for cat in into}         # a written cat's lines: run where the op did not write
 
     def const(value) -> str:
         nonlocal k
@@ -636,6 +640,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
         return const(a)
     for n in gm.graph.nodes:
         v = f"v{len(names)}"
+        emit = held[deferred[n]] if n in deferred else held[n] if n in into else lines
         if n.op == "placeholder":
             names[n] = v
             params.append(v)
@@ -647,7 +652,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
         elif n.op == "call_function" and n.target is operator.getitem:
             names[n] = v
             picks[n] = (n.args[0], n.args[1])
-            lines.append(f"{v} = {names[n.args[0]]}[{n.args[1]}]")
+            emit.append(f"{v} = {names[n.args[0]]}[{n.args[1]}]")
         elif n in absorbed:
             names[n] = names[absorbed[n]]
         elif n in copied:                  # the cat reading it copies its source
@@ -664,11 +669,16 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
                 continue
             op = RELU_MAX_POOL if isinstance(n.target, _PoolCall) else REGISTRY[op_name(n)]
             f = const(linear_relu(op.fwd, REGISTRY["relu"].fwd) if n in made_with
-                      else cat_copying(op.fwd, joins[n]) if n in joins else planned(op))
-            lines.append(f"{v} = {f}(np, {args}{kwargs})" if args else f"{v} = {f}(np{kwargs})")
+                      else cat_copying(op.fwd, joins[n]) if n in joins
+                      else _writing(op.fwd, writers[n], into[writers[n]][2]) if n in writers else planned(op))
+            emit.append(f"{v} = {f}(np, {args}{kwargs})" if args else f"{v} = {f}(np{kwargs})")
             if not op.n_extra:
                 # as the dispatcher's ``_result``: a numpy scalar from a reduction becomes an array
-                lines.append(f"if type({v}) is not _ndarray and not hasattr({v}, '__dlpack__'): {v} = _asarray({v})")
+                emit.append(f"if type({v}) is not _ndarray and not hasattr({v}, '__dlpack__'): {v} = _asarray({v})")
+            if n in into:
+                made = f"{names[into[n][0]]}[-1]"
+                lines.extend([f"if {made} is not None:", f"    {v} = {made}", "else:"]
+                             + [f"    {line}" for line in held[n]])
         elif n.op == "output":
             lines.append("return (" + "".join(f"{ref(o)}, " for o in n.args[0]) + ")")
             results = n.args[0]
@@ -684,6 +694,12 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
         return _Generated(fn, src, fn_out)
     return _Generated(lambda *a: fn(*a, *[t._data for t in tensors]), src,
                       fn_out and (lambda *a, out: fn_out(*a, *[t._data for t in tensors], out=out)))
+
+
+def _writing(op_fwd, cat: Node, places: tuple):
+    """``op_fwd`` writing its gradients into the parts of ``cat``'s result (``plans.writing_into``)."""
+    return writing_into(op_fwd, tuple(cat.meta["tensor_meta"].shape), _fused._np_dtype(cat.meta["tensor_meta"]),
+                        places)
 
 
 def _out_variant(fname: str, head: str, lines: list, results, kernel_line: dict, picks: dict) -> str | None:

@@ -282,7 +282,8 @@ def attention_grad_into(g, q, k, v, p, dq, dk, dv, threads: int):
             or (dq.shape, dk.shape, dv.shape) != (q.shape, k.shape, v.shape)
             or not _sizes_fit(L, S, max(D, d_v)) or min(D, d_v) == 0
             or not all(x.flags.writeable and _rows_fit(x, x.shape[-1], 4) for x in outs)
-            or any(np.may_share_memory(o, x) for o in outs for x in (g, q, k, v, p) + outs if o is not x)):
+            or any(np.may_share_memory(o, x) for o in outs for x in (g, q, k, v, p))
+            or any(np.shares_memory(a, b) for a, b in ((dq, dk), (dq, dv), (dk, dv)))):   # interleaved parts of one array
         return None
     count = math.prod(batch)
     parts = min(threads, count)

@@ -254,9 +254,11 @@ def _passthrough(xp, *args, scale, causal, masked, dropped):
     return args[-2]
 
 
-def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
+def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False, into=None):
     """dq, then dk, dv (and the float mask's gradient, the score gradient) as extras; with
-    ``saved``, the last argument is the forward's weights, not recomputed."""
+    ``saved``, the last argument is the forward's weights, not recomputed. ``into``: three arrays of
+    q's, k's and v's shapes that float32 and float64 gradients are written into (a compiled step's parts
+    of the joined qkv gradient: no copy into it afterwards); the same floats."""
     if g.dtype in _REDUCED and g.ndim == 4 and not dropped and xp is np:
         q, k, v, mask, _ = _split(args[:-1] if saved else args, masked, dropped)
         return _flash_reduced_bwd(xp, g, q, k, v, mask, scale=scale, causal=causal, masked=masked)
@@ -271,14 +273,15 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
     as_flash = _grads_as_flash(xp, q, k, v, dropped)
     if not dropped and xp is np and g.dtype == np.float32 and kernels.enabled():
         # one region of heads where MKL runs the products: the floats of the passes below
-        dq, dk, dv = (_grad_out(x.shape, x.dtype, as_flash) if as_flash else np.empty(x.shape, np.float32)
-                      for x in (q, k, v))
+        dq, dk, dv = into or (_grad_out(x.shape, x.dtype, as_flash) if as_flash else np.empty(x.shape, np.float32)
+                              for x in (q, k, v))
         ds = _one_region_grad(xp, g, q, k, v, p, dq, dk, dv)
         if ds is not None:
             dq *= dq.dtype.type(scale)
             dk *= dk.dtype.type(scale)
             return dq, dk, dv, ds
-    dv = gemm(xp, xp.swapaxes(pd, -1, -2), g, out=_grad_out(v.shape, v.dtype, as_flash))
+    outs = into or tuple(_grad_out(x.shape, x.dtype, as_flash) for x in (q, k, v))
+    dv = gemm(xp, xp.swapaxes(pd, -1, -2), g, out=outs[2])
     dp = gemm(xp, g, xp.swapaxes(v, -1, -2))
     if dropped:
         dp *= keep
@@ -288,9 +291,9 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
         ds = dp
     else:
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
-    dq = gemm(xp, ds, k, out=_grad_out(q.shape, q.dtype, as_flash))
+    dq = gemm(xp, ds, k, out=outs[0])
     dq *= dq.dtype.type(scale)
-    dk = gemm(xp, xp.swapaxes(ds, -1, -2), q, out=_grad_out(k.shape, k.dtype, as_flash))
+    dk = gemm(xp, xp.swapaxes(ds, -1, -2), q, out=outs[1])
     dk *= dk.dtype.type(scale)
     return dq, dk, dv, ds
 
