@@ -19,10 +19,12 @@ logger, in ``torch._dynamo``'s words (the limit, the function, the last guard th
 ``disable`` marks a function never to compile: called inside a trace it is a graph break.
 A Python value the graph may have baked in (a module's plain attribute, a function's global or closure
 value: ``_Reads``) that changed since the trace drops the entry (a recompile); a call that changes one
-itself runs eagerly. Under autocast a compiled function runs eagerly.
+itself runs eagerly. Autocast's state is part of the key, and a trace under autocast records the casts
+(``autocast.py``): the graph replays with autocast aside.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
@@ -48,7 +50,9 @@ from ..fx.trace_from_tape import guard_inputs, trace_with_output, write_state
 from ..nn.modules.module import _PARAMETER_READERS, Module
 from ..nn.modules.rnn import GRU, LSTM
 from ..utils._pytree import _node_type, keystr, tree_flatten_with_path, tree_unflatten
+from . import autocast as _autocast
 from . import fused as _fused
+from . import printed as _printed
 from . import segments as _segments
 from . import step as _step
 from .pool import _Call as _pool_call
@@ -133,9 +137,11 @@ class _BreakWatch(Mode):
     def __init__(self):
         self.reasons: list = []
         self.reads: list = []       # what each host read was (``item``, ``bool``, ``print``...)
+        self.tensors: list = []     # and of which tensor
 
     def host_read(self, tensor, what: str) -> None:
         self.reads.append(what)
+        self.tensors.append(tensor)
         stack = _user_stack()
         where = f"{stack[-1].filename}:{stack[-1].lineno}  {stack[-1].line}" if stack else "?"
         self.reasons.append(GraphCompileReason(f"data-dependent: Tensor.{what}() reads a value at {where}", stack))
@@ -275,6 +281,8 @@ class CompiledFunction:
         plain Tensor's inline: this is most of a chain16 call's guard, 0.46 us against 0.72)."""
         m = self.module
         key = [not GRAD_OFF or _get_ident() not in GRAD_OFF, m.training if m is not None else None]
+        if _AUTOCAST.mode is not None:
+            key[1] = (key[1], _autocast.key())
         for a in args:
             if type(a) is Tensor:
                 d = a._data
@@ -290,14 +298,12 @@ class CompiledFunction:
         guards = [f"grad_mode enabled == {GRAD.enabled}"]
         if self.module is not None:
             guards.append(f"self.training == {self.module.training}")
+        if _AUTOCAST.mode is not None:
+            guards.append(f"autocast (device type, dtype) == {_autocast.key()}")
         names = self.names or [f"arg{i}" for i in range(len(args))]
         return guards + [_guard_text(n, a) for n, a in [*zip(names, args), *kwargs.items()]]
 
     def __call__(self, *args, **kwargs):
-        if _AUTOCAST.mode is not None:
-            # under autocast the call runs eagerly: the trace records ops uncast, and a graph's lowered and
-            # fused ops are not the ops autocast's policies name (a traced Linear + BatchNorm came out float32)
-            return self.fn(*args, **kwargs)
         try:
             key = self._key(args, kwargs)
         except _Nested:
@@ -324,6 +330,13 @@ class CompiledFunction:
         if entry is not None:
             if entry.run is None:
                 return self.fn(*args, **kwargs)
+            if _AUTOCAST.mode is not None:      # the graph holds its casts
+                try:
+                    with _AUTOCAST.mode.aside():
+                        out = self._run(entry, exact, args, kwargs)
+                except _segments.Diverged:
+                    return self._diverged(entry, args, kwargs)
+                return out if entry.sizes is None else _with_sizes(entry.sizes, out)
             if entry.replays is not None:
                 out = entry.replays(exact, (*args, *kwargs.values()))
             else:        # without keywords, no unpacking of their values (~0.1 us of a chain16 call)
@@ -343,6 +356,13 @@ class CompiledFunction:
         entry, out = self._compile(args, kwargs, guards)
         self.cache[self._relax(key, entry)] = entry
         return out
+
+    @staticmethod
+    def _run(entry: "_Entry", exact: tuple, args: tuple, kwargs: dict):
+        """The entry's graph (or captured replays) on this call's arguments."""
+        if entry.replays is not None:
+            return entry.replays(exact, (*args, *kwargs.values()))
+        return entry.run(*args, *kwargs.values())
 
     def _diverged(self, entry: "_Entry", args: tuple, kwargs: dict):
         """A split call whose read took a path none of its traces took: trace this call (its result is
@@ -450,15 +470,17 @@ class CompiledFunction:
             raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
         return self.fn(*args, **kwargs)
 
-    def _step(self, gm, flat: tuple, result) -> tuple:
-        """``(step.Step, None)``: the call as one autograd node (default mode, fused, grad mode on),
-        else ``(None, why not)``. Built from the traced graph before it is lowered."""
+    def _step(self, gm, flat: tuple, result, autocast: bool) -> tuple:
+        """``(step.Step, None)``: the call as one autograd node (default mode, fused, grad mode on, not
+        traced under autocast), else ``(None, why not)``. Built from the traced graph before it is lowered."""
         if callable(self.backend) or self.backend == "eager" or not self.options.get("fuse", True):
             return None, "one-node step: not built for this backend or options"
         if self.mode in REPLAYED:
             return None, f"one-node step: mode={self.mode!r} replays captured graphs instead"
         if not GRAD.enabled:
             return None, "one-node step: grad mode is off (nothing to differentiate)"
+        if autocast:
+            return None, "one-node step: not built under autocast (its half floats take the dispatcher's conversions)"
         try:
             name = type(self.module).__name__ if self.module is not None else self.__name__
             return _step.build(gm, flat, result, name, backend=self.options.get("kernels", "auto")), None
@@ -466,23 +488,27 @@ class CompiledFunction:
             return None, str(e)
 
     def _splits(self, whats: list, host: list, flat: tuple) -> bool:
-        """Whether a call with host reads (and no other break) runs as segments: each read a branch's
-        ``bool`` or an ``.item()`` of a recorded tensor, on the cpu, with tapelab's or the eager backend
-        and no replayed mode. ``fullgraph=True`` takes ``.item()`` reads (torch 2.13 captures the scalar
-        there), not a branch (torch raises)."""
+        """Whether a call with host reads or printed text (and no other break) runs as segments: each
+        read a branch's ``bool``, an ``.item()``, ``.tolist()``, ``.numpy()`` or a print of a recorded
+        tensor, on the cpu, with tapelab's or the eager backend and no replayed mode.
+        ``fullgraph=True`` takes ``.item()`` reads (torch 2.13 captures the scalar there), not the
+        others (torch raises)."""
         return (all(w in _segments.SPLIT_READS for w in whats)
                 and all(node is not None and value is not None for node, _, value in host)
                 and not callable(self.backend) and self.mode not in REPLAYED
                 and all(a._device is CPU for a in flat if isinstance(a, Tensor))
-                and not (self.fullgraph and "bool" in whats))
+                and not (self.fullgraph and any(w != "item" for w in whats)))
 
-    def _split(self, gm, host: list, reasons: list, flat: tuple, out, guards: list, reads, times: dict):
+    def _split(self, gm, host: list, reasons: list, flat: tuple, out, guards: list, reads, times: dict,
+               texts: "_printed.Texts | None"):
         """The call as compiled segments between its host reads (``segments.py``), each lowered as a
-        whole graph is (no one-node step: the reads sit between the segments)."""
+        whole graph is (no one-node step: the reads sit between the segments), writing the text the
+        trace printed (``printed.py``)."""
         t1 = time.perf_counter()
         segments = _segments.split(gm, host, self.__name__)
         inputs = _segments.examples(segments, flat)
-        checks = [_segments.Check(what, value) for _, what, value in host]
+        checks = [_segments.Check(what, None if texts is not None and texts.filled(k + 1) else value)
+                  for k, (_, what, value) in enumerate(host)]
         runs, attrs = [], []
         k0 = _fused.STATS["kernel_seconds"]
         for i, (seg, example) in enumerate(zip(segments, inputs)):
@@ -499,7 +525,7 @@ class CompiledFunction:
         times["kernels"] = _fused.STATS["kernel_seconds"] - k0
         guards += [f"self.{path} is the tensor traced" for path, *_ in attrs]
         guards += [f"segment {i} read: {c!r}" for i, c in enumerate(checks)]
-        return _Entry(guards, graph=segments[-1], run=_segments.Variants(_segments.Segments(runs, checks)),
+        return _Entry(guards, graph=segments[-1], run=_segments.Variants(_segments.Segments(runs, checks, texts)),
                       times=times, attrs=[(owner, _store(owner, leaf), leaf, obj) for _, owner, leaf, obj in attrs],
                       step_reason="one-node step: not built for a call split at a graph break",
                       sizes=_size_template(out), reads=reads, segments=segments, breaks=list(reasons)), out
@@ -514,18 +540,30 @@ class CompiledFunction:
         reads = _Reads.of(self.module, self.fn)
         t0 = time.perf_counter()
         kept, host = [], []
-        try:
-            _TRACING.append(watch)
-            with watch:
-                gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept, reads=host)
-        except TraceError as e:
-            reason = GraphCompileReason(f"untraceable: {e}")
-            if hasattr(e, "result") and not self.fullgraph:   # the trace ran the call eagerly to its end
-                return _Entry(guards, reason=reason), e.result
-            state.restore()
-            return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
-        finally:
-            _TRACING.remove(watch)
+        with contextlib.ExitStack() as casts:      # autocast: off from here on but inside the trace
+            again = casts.enter_context(_autocast.traced()) if _AUTOCAST.mode is not None else None
+            try:
+                _TRACING.append(watch)
+                with watch, _printed.Tee(watch.reads) as tee:
+                    gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept, reads=host,
+                                                inside=again)
+            except TraceError as e:
+                reason = GraphCompileReason(f"untraceable: {e}")
+                if hasattr(e, "result") and not self.fullgraph:   # the trace ran the call eagerly to its end
+                    return _Entry(guards, reason=reason), e.result
+                state.restore()
+                casts.close()
+                return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
+            finally:
+                _TRACING.remove(watch)
+            texts = _printed.Texts(tee, list(zip(watch.reads, watch.tensors)), len(watch.reads)) if tee.writes else None
+            return self._build(gm, out, args, kwargs, guards, watch, state, reads, kept, host, t0, texts,
+                               again is not None)
+
+    def _build(self, gm, out, args: tuple, kwargs: dict, guards: list, watch: "_BreakWatch", state: "_State",
+               reads, kept: list, host: list, t0: float, texts: "_printed.Texts | None", autocast: bool):
+        """The entry for a traced call: a graph break's reason, its segments, or its lowered graph."""
+        flat = (*args, *kwargs.values())
         times = {"trace": time.perf_counter() - t0}
         signature = _signature(gm)
         mutated = state.mutated(_written(gm, flat))
@@ -539,8 +577,9 @@ class CompiledFunction:
             watch.reasons.append(GraphCompileReason("Python side effect: the call changed a module attribute, "
                                                     "global or closure value; a graph would not change it again"))
         unrolled = _unrolled_recurrence(self.module, gm)
-        if host and len(host) == len(watch.reasons) and not unrolled and self._splits(watch.reads, host, flat):
-            return self._split(gm, host, watch.reasons, flat, out, guards, reads, times)
+        if ((host or texts) and len(host) == len(watch.reasons) and not unrolled
+                and self._splits(watch.reads, host, flat)):
+            return self._split(gm, host, watch.reasons, flat, out, guards, reads, times, texts)
         if watch.reasons or unrolled:
             reason = (watch.reasons or [GraphCompileReason(unrolled)])[0]
             if self.fullgraph:
@@ -550,7 +589,7 @@ class CompiledFunction:
             # running the call again would repeat its effects (an optimizer step, a list.append)
             return _Entry(guards, reason=reason, times=times), out
         t1 = time.perf_counter()
-        step, step_reason = self._step(gm, flat, out)
+        step, step_reason = self._step(gm, flat, out, autocast)
         if step is not None:
             times["step"] = time.perf_counter() - t1        # its kernels' build included
             t1 = time.perf_counter()

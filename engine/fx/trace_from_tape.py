@@ -40,6 +40,7 @@ GuardError: trace_from_tape guard failed for input 'x': traced with shape (4, 3)
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import operator
@@ -95,6 +96,9 @@ def write_state(target: Tensor, value: Tensor) -> None:
         target.copy_(value)
 
 
+_KEPT_READ = 1 << 16     # the most elements of a value read to the host kept for the compiler's guard
+
+
 class _Recorder(Mode):
     """The dispatcher mode: runs each op eagerly and appends it to the graph."""
 
@@ -122,7 +126,7 @@ class _Recorder(Mode):
                 node = self.arg(tensor)
             except TraceError:
                 node = None
-            value = tensor._data.copy() if tensor._data.size == 1 else None     # a whole array's read is not kept
+            value = tensor._data.copy() if tensor._data.size <= _KEPT_READ else None   # a large one's is not kept
             self.reads.append((len(self.graph.nodes), node, what, value))
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
@@ -373,7 +377,7 @@ def _mark_segments(graph: Graph, reads: list) -> None:
 
 def trace_with_output(fn: Module | Callable, *example_args, announce: bool = True,
                       whole_layer_ops: bool = False, kept: list | None = None,
-                      reads: list | None = None) -> tuple[GraphModule, Any]:
+                      reads: list | None = None, inside=None) -> tuple[GraphModule, Any]:
     """``trace_from_tape``'s graph and the eager run's own result (``compile`` returns that result
     from the tracing call, so tracing costs no second forward). ``whole_layer_ops``: record an
     ``nn.LSTM``/``nn.GRU`` layer as its whole-sequence ops (``Mode.whole_layer_ops``; ``compile``'s
@@ -382,7 +386,8 @@ def trace_with_output(fn: Module | Callable, *example_args, announce: bool = Tru
     list, an attribute, a global): work a graph would not replay. ``reads``: a list that receives
     ``(node, what, value)`` for each value read to the host (``.item()``, ``bool(t)``), in order; each
     node kept through dead-code elimination, and each op node's ``meta["segment"]`` the number of
-    reads before it (the compiler's graph breaks)."""
+    reads before it (the compiler's graph breaks). ``inside``: a context manager factory entered
+    inside the recorder around the call (compile's autocast, whose casts the recorder must see)."""
     target = type(fn).forward if isinstance(fn, Module) else fn
     try:
         names = [p for p in inspect.signature(target).parameters][1 if isinstance(fn, Module) else 0:]
@@ -404,7 +409,7 @@ def trace_with_output(fn: Module | Callable, *example_args, announce: bool = Tru
         else:
             specs.append((name, "value", a))
     graph.create_node("call_function", guard_inputs, (tuple(specs), *inputs), name="guard")
-    with rec:
+    with rec, (inside() if inside is not None else contextlib.nullcontext()):
         result = fn(*example_args)
     if rec.broken is not None:
         rec.broken.result = result       # the call's own eager result (compile returns it)
