@@ -6,10 +6,12 @@ tapelab's trace is one eager run, so the graph after a read is the path that run
 the branch taken and the ``.item()`` value as a constant. Each read is therefore a guard on the
 value read, checked between the segments (the segment before computes the tensor read and the
 values the later segments take); torch guards its resumed graph on the same value (an ``.item()``
-result is ``L['___stack0'] == ...``). A value unlike the trace's raises ``Diverged`` before the
-next segment runs; segments write no state before the last one, and Python between them is not
-repeated (as a whole graph does not repeat it), so the caller retraces the call eagerly as a new
-variant of the same guard key (``Variants``).
+result is ``L['___stack0'] == ...``). ``.tolist()`` and ``.numpy()`` are value reads as ``.item()``
+is (up to 65536 elements kept); a printed tensor is one too unless the text it was printed into is
+written again from each call's value (``printed.py``). A value unlike the trace's raises ``Diverged``
+before the next segment runs; segments write no state before the last one, and Python between them
+is not repeated (as a whole graph does not repeat it; printed text excepted), so the caller retraces
+the call eagerly as a new variant of the same guard key (``Variants``).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from ..fx.trace_from_tape import guard_inputs
 
 __all__ = ["SPLIT_READS", "Diverged", "split", "Check", "Segments", "Variants"]
 
-SPLIT_READS = ("bool", "item")      # reads whose value decides control flow or a constant; not print/numpy
+SPLIT_READS = ("bool", "item", "tolist", "numpy", "print")   # the host reads a call is split at
 
 
 class Diverged(Exception):
@@ -82,37 +84,45 @@ def examples(segments: list, flat: tuple) -> list:
 
 
 class Check:
-    """A read's guard: ``bool(t)`` takes the traced branch; ``t.item()`` (any other value read) is the
-    traced value, NaN equal to NaN."""
+    """A read's guard: ``bool(t)`` takes the traced branch; ``t.item()``, ``.tolist()``, ``.numpy()``
+    (any other value read) is the traced value, NaN equal to NaN; a tensor printed whole into a slot
+    of the replayed text (``printed.Texts``, ``value`` None) is no guard."""
     __slots__ = ("what", "value")
 
-    def __init__(self, what: str, value: np.ndarray):
+    def __init__(self, what: str, value: np.ndarray | None):
         self.what, self.value = what, (bool(value) if what == "bool" else value)
 
     def __call__(self, tensor) -> bool:
         data = tensor._data
+        if self.value is None:
+            return True
         if self.what == "bool":
             return bool(data) == self.value
         return data.shape == self.value.shape and bool(np.array_equal(
             data, self.value, equal_nan=data.dtype.kind in "fc"))
 
     def __repr__(self) -> str:
-        return f"{self.what}() == {self.value!r}"
+        return f"{self.what}() printed again" if self.value is None else f"{self.what}() == {self.value!r}"
 
 
 class Segments:
-    """The compiled segments of one trace and the checks between them."""
-    __slots__ = ("runs", "checks")
+    """The compiled segments of one trace, the checks between them and the text the trace printed
+    (``printed.Texts``, or None), written once every check has passed (a call that diverges is traced
+    again eagerly and prints it itself)."""
+    __slots__ = ("runs", "checks", "texts")
 
-    def __init__(self, runs: list, checks: list):
-        self.runs, self.checks = runs, checks
+    def __init__(self, runs: list, checks: list, texts=None):
+        self.runs, self.checks, self.texts = runs, checks, texts
 
     def __call__(self, *flat):
-        carried = ()
+        carried, reads = (), []
         for run, check in zip(self.runs, self.checks):
             read, *carried = run(*flat, *carried)
             if not check(read):
                 raise Diverged
+            reads.append(read)
+        if self.texts is not None:
+            self.texts.write(reads)
         return self.runs[-1](*flat, *carried)
 
 
