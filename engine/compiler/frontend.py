@@ -137,11 +137,11 @@ class _BreakWatch(Mode):
     def __init__(self):
         self.reasons: list = []
         self.reads: list = []       # what each host read was (``item``, ``bool``, ``print``...)
-        self.tensors: list = []     # and of which tensor
+        self.shown: list = []       # how a printed tensor may show in the text (``printed.renderings``), else None
 
     def host_read(self, tensor, what: str) -> None:
         self.reads.append(what)
-        self.tensors.append(tensor)
+        self.shown.append(_printed.renderings(tensor) if what == "print" else None)
         stack = _user_stack()
         where = f"{stack[-1].filename}:{stack[-1].lineno}  {stack[-1].line}" if stack else "?"
         self.reasons.append(GraphCompileReason(f"data-dependent: Tensor.{what}() reads a value at {where}", stack))
@@ -556,7 +556,7 @@ class CompiledFunction:
                 return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
             finally:
                 _TRACING.remove(watch)
-            texts = _printed.Texts(tee, list(zip(watch.reads, watch.tensors)), len(watch.reads)) if tee.writes else None
+            texts = _printed.Texts(tee, watch.shown) if tee.writes else None
             return self._build(gm, out, args, kwargs, guards, watch, state, reads, kept, host, t0, texts,
                                again is not None)
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import io
 import sys
 
-__all__ = ["Tee", "Texts"]
+from ..base.repr import tensor_repr
+from ..core.tensor import Tensor
+
+__all__ = ["Tee", "Texts", "renderings"]
 
 
 class Tee(io.TextIOBase):
@@ -37,9 +40,12 @@ class Tee(io.TextIOBase):
         sys.stdout = self.out
 
 
-def _renderings(tensor) -> list:
-    """How a print can have shown ``tensor`` whole: its repr, and a 0-d tensor's ``f"{t}"``."""
-    out = [repr(tensor)]
+def renderings(tensor) -> list:
+    """How a print can have shown a plain ``tensor`` whole: its repr, and a 0-d tensor's ``f"{t}"``
+    (made as ``Tensor.__repr__``/``__format__`` make them, without telling the modes of a read)."""
+    if type(tensor) is not Tensor:
+        return []
+    out = [tensor_repr(tensor, "tensor(")]
     if tensor.ndim == 0:
         out.append(format(tensor._scalar(), ""))
     return out
@@ -47,21 +53,22 @@ def _renderings(tensor) -> list:
 
 class Texts:
     """A trace's printed text by host-read count, with slots for the tensors printed whole.
-    ``slots[k]``: for read ``k``, which rendering of its tensor the text after it holds, or None."""
+    ``parts[k]``: the text written after ``k`` reads (a pair around the slot, where it has one);
+    ``slots[k]``: which rendering of read ``k - 1``'s tensor fills it, or None."""
     __slots__ = ("parts", "slots")
 
-    def __init__(self, tee: Tee, reads: list, count: int):
-        """``reads``: ``(what, tensor)`` per host read, as traced."""
-        texts = ["".join(t for k, t in tee.writes if k == j) for j in range(count + 1)]
+    def __init__(self, tee: Tee, shown: list):
+        """``shown``: per host read, a printed tensor's ``renderings`` as traced, else None."""
+        texts = ["".join(t for k, t in tee.writes if k == j) for j in range(len(shown) + 1)]
         self.parts, self.slots = [], []
-        for k in range(count + 1):
-            text, slot = texts[k], None
-            if k > 0 and reads[k - 1][0] == "print":
-                for i, shown in enumerate(_renderings(reads[k - 1][1])):
-                    at = text.find(shown)
+        for k, text in enumerate(texts):
+            slot = None
+            if k > 0 and shown[k - 1]:
+                for i, rendered in enumerate(shown[k - 1]):
+                    at = text.find(rendered)
                     if at >= 0:
                         slot = i
-                        text = (text[:at], text[at + len(shown):])
+                        text = (text[:at], text[at + len(rendered):])
                         break
             self.parts.append(text)
             self.slots.append(slot)
@@ -75,5 +82,5 @@ class Texts:
         out = []
         for k, text in enumerate(self.parts):
             slot = self.slots[k]
-            out.append(text if slot is None else text[0] + _renderings(reads[k - 1])[slot] + text[1])
+            out.append(text if slot is None else text[0] + renderings(reads[k - 1])[slot] + text[1])
         sys.stdout.write("".join(out))
