@@ -32,6 +32,12 @@ class Tee(io.TextIOBase):
     def flush(self) -> None:
         self.out.flush()
 
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+    def fileno(self) -> int:
+        return self.out.fileno()
+
     def __enter__(self):
         sys.stdout = self
         return self
