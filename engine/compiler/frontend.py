@@ -6,9 +6,10 @@ entry; a new one traces the call with ``trace_from_tape`` (a real eager run, who
 returned: the compiled graph runs from the next call), builds the call as one autograd node where
 its graph is all declared ops (``step.build``, from the traced graph; ``entry.step_reason`` says why
 not), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the entry. A branch on a
-tensor (``bool(t)``) or an ``.item()`` during the trace splits the call into compiled segments guarded
-on the value read (``segments.py``, as torch compiles the code around a graph break). Another host read
-(``print``, ``.numpy()``, ``.tolist()``: the Python between segments would not run again), an in-place write the graph does not write back
+tensor (``bool(t)``), an ``.item()``, ``.tolist()``, ``.numpy()`` or a printed tensor during the trace
+splits the call into compiled segments guarded on the value read (``segments.py``, as torch compiles
+the code around a graph break); what the call printed is written again each call (``printed.py``).
+A host read of a value over 65536 elements, an in-place write the graph does not write back
 (through a view; inputs and buffers such as BatchNorm's running statistics it writes back itself)
 or a recurrence the trace unrolled (the tracer keeps an ``nn.LSTM``/``nn.GRU`` layer as its
 whole-sequence ops, ``Mode.whole_layer_ops``, except with packed input or a projection, which run
