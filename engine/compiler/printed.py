@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import sys
+from threading import get_ident
 
 from ..base.repr import tensor_repr
 from ..core.tensor import Tensor
@@ -19,14 +20,15 @@ __all__ = ["Tee", "Texts", "renderings"]
 
 
 class Tee(io.TextIOBase):
-    """``sys.stdout`` during a trace: writes go through, each kept with the number of host reads made
-    before it (``reads``: the break watcher's list, read at each write)."""
+    """``sys.stdout`` during a trace: writes go through, the tracing thread's each kept with the number
+    of host reads made before it (``reads``: the break watcher's list, read at each write)."""
 
     def __init__(self, reads: list):
-        self.reads, self.out, self.writes = reads, sys.stdout, []
+        self.reads, self.out, self.writes, self.thread = reads, sys.stdout, [], get_ident()
 
     def write(self, text: str) -> int:
-        self.writes.append((len(self.reads), text))
+        if get_ident() == self.thread:
+            self.writes.append((len(self.reads), text))
         return self.out.write(text)
 
     def flush(self) -> None:
