@@ -54,7 +54,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select", "fma", "exp_sleef_u10", "erf_aten",
-           "tanh_sleef_u10", "log_sleef_u10", "exp_onednn", "exp_u20", "gelu_onednn_avx512", "gelu_onednn_avx2",
+           "tanh_sleef_u10", "log_sleef_u10", "pow_sleef_u10", "exp_onednn", "exp_u20", "gelu_onednn_avx512", "gelu_onednn_avx2",
            "gelu_grad_onednn", "gelu16_onednn_avx512", "aten_lanes", "onednn_avx512", "onednn_fp16"]
 
 F = np.float32
@@ -439,6 +439,112 @@ def log_sleef_u10(d):
     r = select(d == F(np.inf), F(np.inf), r)
     r = select((d < F(0.0)) | (d != d), F(np.nan), r)
     return select(d == F(0.0), F(-np.inf), r)
+
+
+
+# Sleef's ``powf_u10`` (``xpowf``): e^(y log|x|) with the log and the product as double-floats (``logkf``,
+# ``expkf``), then IEEE's special cases. int32 arithmetic wraps as the vector registers' does.
+_FLT_MIN = F(1.1754943508222875e-38)
+_LK = tuple(F(c) for c in (0.240320354700088500976562, 0.285112679004669189453125, 0.400007992982864379882812))
+_LK_C = (F(0.66666662693023681640625), F(3.69183861259614332084311e-09))
+_EK = tuple(F(c) for c in (0.00136324646882712841033936, 0.00836596917361021041870117, 0.0416710823774337768554688,
+                           0.166665524244308471679688, 0.499999850988388061523438))
+_TWO24 = F(16777216.0)
+
+
+@njit(**_JIT_INLINE)
+def _logk(d, avx512):
+    """Sleef's ``logkf``: log(d) as a double-float, d > 0 (AVX512's getexp/getmant, else ilogb and ldexp)."""
+    small = d < _FLT_MIN
+    w = select(small, d * F(1.8446744073709552e19), d)
+    p = w * F(1.0 / 0.75)
+    e = np.int32(((_f32_to_bits(p) >> np.int32(23)) & np.int32(0xFF)) - np.int32(127))
+    if avx512:   # getmant(d) in [0.75, 1.5) from d's own bits; e from the rounded product, as the intrinsics
+        m1 = _bits_to_f32(np.int32((_f32_to_bits(w) & np.int32(0x7FFFFF)) | np.int32(0x3F800000)))
+        m = select(m1 >= F(1.5), m1 * F(0.5), m1)
+    else:
+        m = _bits_to_f32(np.int32(_f32_to_bits(w) - np.int32(e << np.int32(23))))
+    e = select(small, np.int32(e - np.int32(64)), e)
+    ax, ay = _dfadd2_ff(F(-1.0), m)
+    bx, by = _dfadd2_ff(F(1.0), m)
+    xx, xy = _dfdiv(ax, ay, bx, by)
+    x2x, x2y = _dfsqu(xx, xy)
+    t = fma(_LK[0], x2x, _LK[1])
+    t = fma(t, x2x, _LK[2])
+    sx, sy = _dfmul_f2f(_LN2_DF[0], _LN2_DF[1], F(e))
+    sx, sy = _dfadd_f2f2(sx, sy, xx * F(2.0), xy * F(2.0))
+    cx, cy = _dfmul_f2f(x2x, x2y, t)
+    cx, cy = _dfadd2_f2f2(cx, cy, _LK_C[0], _LK_C[1])
+    px, py = _dfmul_f2f2(x2x, x2y, xx, xy)
+    px, py = _dfmul_f2f2(px, py, cx, cy)
+    return _dfadd_f2f2(sx, sy, px, py)
+
+
+@njit(**_JIT_INLINE)
+def _ldexp_sleef(x, q):
+    """Sleef's ``vldexp_vf_vf_vi2``: x 2^q in five roundings (so q may reach beyond one float's exponents)."""
+    q = np.int64(q)
+    m = q >> 31
+    m = np.int64(np.int32((((m + q) >> 6) - m) << 4))
+    q = np.int64(np.int32(q - (m << 2)))
+    m = m + 127
+    m = m if m > 0 else np.int64(0)
+    m = m if m <= 255 else np.int64(255)
+    u = _bits_to_f32(np.int32(m << 23))
+    x = x * u * u * u * u
+    return x * _bits_to_f32(np.int32(np.int32(q + 127) << np.int32(23)))
+
+
+@njit(**_JIT_INLINE)
+def _expk(dx, dy):
+    """Sleef's ``expkf``: e^(dx + dy), 0 below dx < -104."""
+    u = (dx + dy) * _R_LN2
+    # cvtps2dq: nearest-even, 0x80000000 out of int32's range (and for nan)
+    fits = abs(u) < F(2147483648.0)
+    r = select(abs(u) < F(8388608.0), (u + _ROUND) - _ROUND, u)
+    q = np.int32(np.int64(r)) if fits else np.int32(-2147483648)
+    qf = F(q)
+    sx, sy = _dfadd2_f2f(dx, dy, qf * -_L2U)
+    sx, sy = _dfadd2_f2f(sx, sy, qf * -_L2L)
+    s = sx + sy
+    sy = (sx - s) + sy
+    sx = s
+    u = fma(_EK[0], sx, _EK[1])
+    u = fma(u, sx, _EK[2])
+    u = fma(u, sx, _EK[3])
+    u = fma(u, sx, _EK[4])
+    qx, qy = _dfsqu(sx, sy)
+    tx, ty = _dfmul_f2f(qx, qy, u)
+    tx, ty = _dfadd_f2f2(sx, sy, tx, ty)
+    tx, ty = _dfadd_ff2(F(1.0), tx, ty)
+    u = _ldexp_sleef(tx + ty, q)
+    return select(dx < F(-104.0), F(0.0), u)
+
+
+@njit(**_JIT_EXACT)
+def pow_sleef_u10(x, y, avx512):
+    """Sleef's ``powf_u10`` (FMA build): ATen's ``Vectorized<float>::pow``, <= 1 ulp."""
+    ay = abs(y)
+    yisint = np.trunc(y) == y or ay > _TWO24
+    yisodd = yisint and ay < _TWO24 and (np.int64(np.trunc(y)) & np.int64(1)) == np.int64(1)
+    lx, ly = _logk(abs(x), avx512)
+    px, py = _dfmul_f2f(lx, ly, y)
+    r = _expk(px, py)
+    r = select(r != r, F(np.inf), r)
+    r = r * select(x > F(0.0), F(1.0), select(yisint, select(yisodd, F(-1.0), F(1.0)), F(np.nan)))
+    neg_y = _f32_to_bits(y) < np.int32(0)
+    efx = -(abs(x) - F(1.0)) if neg_y else abs(x) - F(1.0)
+    if ay == F(np.inf):
+        r = F(0.0) if efx < F(0.0) else (F(1.0) if efx == F(0.0) else F(np.inf))
+    if abs(x) == F(np.inf) or x == F(0.0):
+        mag = F(0.0) if neg_y != (x == F(0.0)) else F(np.inf)
+        sgn = x if yisodd else F(1.0)
+        r = -mag if _f32_to_bits(sgn) < np.int32(0) else mag
+    if x != x or y != y:
+        r = F(np.nan)
+    if y == F(0.0) or x == F(1.0):
+        r = F(1.0)
+    return r
 
 
 # ---------------------------------------------------------------- oneDNN's gelu (erf form), bit for bit

@@ -861,6 +861,8 @@ def _pow_vjp(g, out, a, b):
 # or bfloat16, rounding each product (bfloat16 too); numpy's ``power`` rounds the true power once
 _POW_PRODUCTS = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(BFLOAT16_NP)))
 _POW_ROOTS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+# exponents whose ATen result numpy's ``power`` gives already: a copy, ones, the square, the reciprocal
+_POW_NUMPY_EXACT = frozenset((0, 1, 2, -1))
 
 
 def _pow_fwd(xp, a, b):
@@ -870,6 +872,11 @@ def _pow_fwd(xp, a, b):
     if type(b) in (int, float) and (b == 0.5 or b == -0.5) and getattr(a, "dtype", None) in _POW_ROOTS:
         # ATen's pow by 0.5 is its sqrt kernel (VML's, as ``sqrt`` here), by -0.5 its rsqrt: 1 / an exact sqrt
         return _sqrt_fwd(xp, a) if b == 0.5 else 1 / xp.sqrt(a)
+    if type(b) in (int, float) and b not in _POW_NUMPY_EXACT and kernels.enabled() \
+            and kernels.loops("pointwise").takes(a):   # ATen's float32 loop: Sleef's powf, bit for bit
+        from ..kernels.fastmath import aten_lanes
+        return kernels.loops("pointwise").aten_map(kernels.loops("pointwise").pow_number, (a,),
+                                                   (float(b), aten_lanes() == 16))
     out = a ** b
     if out.dtype.char == "b" and not (_int8(a) or _int8(b)):  # numpy's bool ** int is int8
         return _bool_pow(xp, a, b)
