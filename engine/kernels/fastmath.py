@@ -488,8 +488,8 @@ def _ldexp_sleef(x, q):
     m = np.int64(np.int32((((m + q) >> 6) - m) << 4))
     q = np.int64(np.int32(q - (m << 2)))
     m = m + 127
-    m = m if m > 0 else np.int64(0)
-    m = m if m <= 255 else np.int64(255)
+    m = select(m > 0, m, np.int64(0))
+    m = select(m <= 255, m, np.int64(255))
     u = _bits_to_f32(np.int32(m << 23))
     x = x * u * u * u * u
     return x * _bits_to_f32(np.int32(np.int32(q + 127) << np.int32(23)))
@@ -502,7 +502,7 @@ def _expk(dx, dy):
     # cvtps2dq: nearest-even, 0x80000000 out of int32's range (and for nan)
     fits = abs(u) < F(2147483648.0)
     r = select(abs(u) < F(8388608.0), (u + _ROUND) - _ROUND, u)
-    q = np.int32(np.int64(r)) if fits else np.int32(-2147483648)
+    q = select(fits, np.int32(np.int64(select(fits, r, F(0.0)))), np.int32(-2147483648))
     qf = F(q)
     sx, sy = _dfadd2_f2f(dx, dy, qf * -_L2U)
     sx, sy = _dfadd2_f2f(sx, sy, qf * -_L2L)
@@ -521,7 +521,7 @@ def _expk(dx, dy):
     return select(dx < F(-104.0), F(0.0), u)
 
 
-@njit(**_JIT_EXACT)
+@njit(**_JIT_INLINE)
 def pow_sleef_u10(x, y, avx512):
     """Sleef's ``powf_u10`` (FMA build): ATen's ``Vectorized<float>::pow``, <= 1 ulp."""
     ay = abs(y)
@@ -533,18 +533,14 @@ def pow_sleef_u10(x, y, avx512):
     r = select(r != r, F(np.inf), r)
     r = r * select(x > F(0.0), F(1.0), select(yisint, select(yisodd, F(-1.0), F(1.0)), F(np.nan)))
     neg_y = _f32_to_bits(y) < np.int32(0)
-    efx = -(abs(x) - F(1.0)) if neg_y else abs(x) - F(1.0)
-    if ay == F(np.inf):
-        r = F(0.0) if efx < F(0.0) else (F(1.0) if efx == F(0.0) else F(np.inf))
-    if abs(x) == F(np.inf) or x == F(0.0):
-        mag = F(0.0) if neg_y != (x == F(0.0)) else F(np.inf)
-        sgn = x if yisodd else F(1.0)
-        r = -mag if _f32_to_bits(sgn) < np.int32(0) else mag
-    if x != x or y != y:
-        r = F(np.nan)
-    if y == F(0.0) or x == F(1.0):
-        r = F(1.0)
-    return r
+    efx = select(neg_y, F(1.0) - abs(x), abs(x) - F(1.0))
+    r = select(ay == F(np.inf), select(efx < F(0.0), F(0.0), select(efx == F(0.0), F(1.0), F(np.inf))), r)
+    x_zero = x == F(0.0)
+    mag = select(neg_y != x_zero, F(0.0), F(np.inf))
+    mag = select(yisodd & (_f32_to_bits(x) < np.int32(0)), -mag, mag)
+    r = select((abs(x) == F(np.inf)) | x_zero, mag, r)
+    r = select((x != x) | (y != y), F(np.nan), r)
+    return select((y == F(0.0)) | (x == F(1.0)), F(1.0), r)
 
 
 # ---------------------------------------------------------------- oneDNN's gelu (erf form), bit for bit
