@@ -98,3 +98,21 @@ def test_float64_and_integer_powers_keep_their_dtypes():
         got = tl.from_numpy(x) ** 3.5 if dtype != "int64" else tl.from_numpy(x) ** 4
         assert str(got.dtype) == str(want.dtype).replace("torch.", "tapelab.")
         np.testing.assert_allclose(got.numpy().astype(np.float64), want.numpy().astype(np.float64), rtol=1e-3)
+
+
+def test_in_place_and_out_powers_are_the_same_floats():
+    """``pow_``, ``**=`` and ``pow(..., out=)`` write the loop's result."""
+    x = _values(1000, 11)
+    for exponent in (4, 1.5):
+        a, b = torch.from_numpy(x.copy()), tl.from_numpy(x.copy())
+        a.pow_(exponent)
+        b.pow_(exponent)
+        assert _same(b.numpy(), a.numpy())
+        a, b = torch.from_numpy(x.copy()), tl.from_numpy(x.copy())
+        a **= exponent
+        b **= exponent
+        assert _same(b.numpy(), a.numpy())
+        oa, ob = torch.empty(1000), tl.empty(1000)
+        torch.pow(torch.from_numpy(x), exponent, out=oa)
+        tl.pow(tl.from_numpy(x), exponent, out=ob)
+        assert _same(ob.numpy(), oa.numpy())
