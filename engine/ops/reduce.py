@@ -266,12 +266,28 @@ def _sum_fwd(xp, x, *, dims, keepdim, dtype):
     ordered = _sum_in_order(xp, x, dims, keepdim, dtype)
     if ordered is not None:
         return ordered
+    if dtype is None and x.ndim >= 3 and dims == _BIAS_DIMS.get(x.ndim) and x.size and kernels.use(xp, x):
+        return _channel_sums(x, keepdim)
     if type(x) is np.ndarray:  # the ufunc's reduce without ndarray.sum's Python wrapper (numpy/_core/_methods);
         # other arrays (sparse COO data, the simulated device's) keep their own sum
         if dims is None and not keepdim:  # into a 0-d array: no numpy scalar for the dispatcher to wrap
             return _add_reduce(x, None, dtype, _empty((), x.dtype if dtype is None else dtype), False)
         return _add_reduce(x, dims, dtype, None, keepdim)
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
+
+
+# the dims of a per-channel sum (a convolution bias's gradient) by rank: all but dim 1
+_BIAS_DIMS = {n: (0,) + tuple(range(2, n)) for n in range(3, 9)}
+
+
+def _channel_sums(x: np.ndarray, keepdim: bool) -> np.ndarray:
+    """numpy's ``add.reduce`` over all dims but 1 of a C-contiguous float32 array, the same floats, with
+    the eight partial sums as one vector and the channels over the threads (``kernels/pairwise.py``)."""
+    rows = x.reshape(x.shape[0], x.shape[1], -1)
+    out = _empty(x.shape[1], x.dtype)
+    kernels.parallel_ranges(kernels.loops("pairwise").channel_sums, x.shape[1], x.size,
+                            lambda first, lo, hi: (rows, out, lo, hi), shared=True)
+    return out.reshape(_keep_shape(x.shape, _BIAS_DIMS[x.ndim])) if keepdim else out
 
 
 def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
