@@ -3,7 +3,8 @@
 
 numpy's block path makes a mask per kernel offset, then a masked write per offset (~10 strided
 passes for 2x2); here each window is read once. The 2x2 forward (``max2x2``) is numpy's four
-maximum passes in one pass.
+maximum passes in one pass. The 2x2 loops run a row's outputs as LLVM vectors (``_row_pairs``: the
+row pair's even and odd lanes split by shuffles; 2.3-4.7x the scalar loop backward, 1.3x forward).
 The window's first maximum in row-major order wins, the first NaN if it holds one (as the numpy
 masks and PyTorch's argmax), so both paths give the same values and gradients.
 """
@@ -12,7 +13,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from .lanes import _arrays, _loop
 
 __all__ = ["max_blocks_put", "max2x2_put", "max2x2"]
 
@@ -55,45 +60,143 @@ def _np_max(a, b):
     return a if (a > b) | (a != a) else b
 
 
+_I32 = ir.IntType(32)
+
+
+def _shuffle(builder, a, b, order):
+    return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, len(order)), order))
+
+
+def _row_pairs(width: int, backward: bool):
+    """An intrinsic over flat float32 arrays, ``width`` outputs ``yo + j`` a step (``j < count``, a
+    multiple of ``width``) of the row pair at ``xo`` and ``xo + w``: each pair of rows loaded as ``2 width``
+    floats and split into its even and odd lanes (numba made every output a scalar chain of strided
+    loads and stores). Forward ``max(x, y, xo, yo, w, count)``: ``max2x2``'s maxima into ``y``.
+    Backward ``put(x, y, g, res, xo, yo, w, count)``: ``max2x2_put``'s selects, the four gradients
+    interleaved back into ``res``."""
+    vf, vf2 = ir.VectorType(ir.FloatType(), width), ir.VectorType(ir.FloatType(), 2 * width)
+    even, odd = list(range(0, 2 * width, 2)), list(range(1, 2 * width, 2))
+    zipped = [i // 2 + (width if i % 2 else 0) for i in range(2 * width)]
+    arrays = 4 if backward else 2
+
+    def codegen(context, builder, signature, values):
+        ptrs = _arrays(context, builder, signature, values, arrays)
+        px, py = ptrs[:2]
+        intp = context.get_value_type(types.intp)
+        xo, yo, w, count = (context.cast(builder, v, t, types.intp)
+                            for v, t in zip(values[arrays:], signature.args[arrays:]))
+        every = ir.Constant(ir.VectorType(ir.IntType(1), width), [1] * width)
+
+        def at(p, d, ty):
+            return builder.bitcast(builder.gep(p, [d]), ty.as_pointer())
+
+        def uno(v):
+            return builder.fcmp_unordered("uno", v, v)
+
+        def block(accs, j):
+            top = builder.add(xo, builder.shl(j, ir.Constant(intp, 1)))
+            bottom = builder.add(top, w)
+            row0, row1 = builder.load(at(px, top, vf2), align=4), builder.load(at(px, bottom, vf2), align=4)
+            quad = (_shuffle(builder, row0, row0, even), _shuffle(builder, row0, row0, odd),
+                    _shuffle(builder, row1, row1, even), _shuffle(builder, row1, row1, odd))
+            if not backward:       # numpy's maximum: the first when larger or NaN
+                m = quad[0]
+                for v in quad[1:]:
+                    m = builder.select(builder.or_(builder.fcmp_ordered(">", m, v), uno(m)), m, v)
+                builder.store(m, at(py, builder.add(yo, j), vf), align=4)
+                return []
+            pg, pr = ptrs[2:]
+            m = builder.load(at(py, builder.add(yo, j), vf), align=4)
+            gv = builder.load(at(pg, builder.add(yo, j), vf), align=4)
+            nan = uno(m)
+
+            def hit(v):
+                return builder.or_(builder.fcmp_ordered("==", v, m), builder.and_(nan, uno(v)))
+            ha = hit(quad[0])
+            hb = builder.and_(hit(quad[1]), builder.xor(ha, every))
+            seen = builder.or_(ha, hb)
+            hc = builder.and_(hit(quad[2]), builder.xor(seen, every))
+            hd = builder.xor(builder.or_(seen, hc), every)
+            zero = ir.Constant(vf, [0.0] * width)
+            ra, rb, rc, rd = (builder.select(h, gv, zero) for h in (ha, hb, hc, hd))
+            builder.store(_shuffle(builder, ra, rb, zipped), at(pr, top, vf2), align=4)
+            builder.store(_shuffle(builder, rc, rd, zipped), at(pr, bottom, vf2), align=4)
+            return []
+
+        _loop(builder, "pairs", ir.Constant(intp, 0), count, ir.Constant(intp, width), [], block)
+        return context.get_dummy_value()
+
+    def typer(typingctx, *args):
+        return types.void(*args), codegen
+    if backward:
+        return intrinsic(lambda typingctx, x, y, g, res, xo, yo, w, count:
+                         typer(typingctx, x, y, g, res, xo, yo, w, count))
+    return intrinsic(lambda typingctx, x, y, xo, yo, w, count: typer(typingctx, x, y, xo, yo, w, count))
+
+
+_max8, _max4, _put8, _put4 = (_row_pairs(width, backward) for backward in (False, True) for width in (8, 4))
+
+
 @njit(**_JIT)
 def max2x2(y, x):
     """2x2 max-pool of ``x (N, C, 2 OH, 2 OW)`` into ``y (N, C, OH, OW)``: numpy's four maximum
     passes over the strided block views (``y = x00``, then ``maximum(y, x01)``, ``x10``, ``x11``) in
-    one pass over the input, the same values (NaN and signed zeros included)."""
-    for n in range(y.shape[0]):
-        for c in range(y.shape[1]):
-            for i in range(y.shape[2]):
-                r0, r1 = x[n, c, 2 * i], x[n, c, 2 * i + 1]
-                yr = y[n, c, i]
-                for j in range(yr.shape[0]):
-                    yr[j] = _np_max(_np_max(_np_max(r0[2 * j], r0[2 * j + 1]), r1[2 * j]), r1[2 * j + 1])
+    one pass over the input, the same values (NaN and signed zeros included). A row's outputs go 8
+    (or 4) at a time as vectors (``_row_pairs``), the last block ending at the row's end (it writes
+    some outputs again, the same values); rows under 4 outputs as scalars."""
+    ow, w = y.shape[3], x.shape[3]
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for row in range(y.shape[0] * y.shape[1] * y.shape[2]):
+        xo = (row // y.shape[2]) * x.shape[2] * w + (row % y.shape[2]) * 2 * w
+        yo = row * ow
+        if ow >= 8:
+            _max8(xf, yf, xo, yo, w, ow - ow % 8)
+            if ow % 8:
+                _max8(xf, yf, xo + 2 * (ow - 8), yo + ow - 8, w, 8)
+        elif ow >= 4:
+            _max4(xf, yf, xo, yo, w, 4)
+            if ow > 4:
+                _max4(xf, yf, xo + 2 * (ow - 4), yo + ow - 4, w, 4)
+        else:
+            for j in range(ow):
+                k = xo + 2 * j
+                yf[yo + j] = _np_max(_np_max(_np_max(xf[k], xf[k + 1]), xf[k + w]), xf[k + w + 1])
 
 
 @njit(**_JIT)
 def max2x2_put(x, y, res, g):
     """``max_blocks_put`` for 2x2 blocks given the forward's maxima ``y``, writing all of ``res``
     (no zero fill): the window's first element equal to its maximum (its first NaN when the maximum
-    is NaN) is its first maximum, found with selects over stride-2 views instead of a branchy scan
-    (1.3-1.6x on the CNN's shapes)."""
-    for n in range(g.shape[0]):
-        for c in range(g.shape[1]):
-            for i in range(g.shape[2]):
-                xa, xb = x[n, c, 2 * i, 0::2], x[n, c, 2 * i, 1::2]
-                xc = x[n, c, 2 * i + 1, 0::2]
-                ra, rb = res[n, c, 2 * i, 0::2], res[n, c, 2 * i, 1::2]
-                rc, rd = res[n, c, 2 * i + 1, 0::2], res[n, c, 2 * i + 1, 1::2]
-                yr, gr = y[n, c, i], g[n, c, i]
-                for j in range(gr.shape[0]):
-                    m = yr[j]
-                    gv = gr[j]
-                    nan = m != m
-                    a, b, cc = xa[j], xb[j], xc[j]
-                    ha = (a == m) | (nan & (a != a))
-                    hb = ((b == m) | (nan & (b != b))) & (ha ^ True)
-                    seen = ha | hb
-                    hc = ((cc == m) | (nan & (cc != cc))) & (seen ^ True)
-                    hd = (seen | hc) ^ True
-                    ra[j] = gv if ha else F(0.0)
-                    rb[j] = gv if hb else F(0.0)
-                    rc[j] = gv if hc else F(0.0)
-                    rd[j] = gv if hd else F(0.0)
+    is NaN) is its first maximum, found with selects. A row's outputs go 8 (or 4) at a time as vectors
+    (``_row_pairs``), the last block ending at the row's end (it writes some outputs again, the same
+    values); rows under 4 outputs as scalars, the same selects."""
+    ow, w = g.shape[3], x.shape[3]
+    xf, yf, gf, rf = x.reshape(-1), y.reshape(-1), g.reshape(-1), res.reshape(-1)
+    for row in range(g.shape[0] * g.shape[1] * g.shape[2]):
+        xo = (row // g.shape[2]) * x.shape[2] * w + (row % g.shape[2]) * 2 * w
+        yo = row * ow
+        if ow >= 8:
+            _put8(xf, yf, gf, rf, xo, yo, w, ow - ow % 8)
+            if ow % 8:
+                _put8(xf, yf, gf, rf, xo + 2 * (ow - 8), yo + ow - 8, w, 8)
+            continue
+        if ow >= 4:
+            _put4(xf, yf, gf, rf, xo, yo, w, 4)
+            if ow > 4:
+                _put4(xf, yf, gf, rf, xo + 2 * (ow - 4), yo + ow - 4, w, 4)
+            continue
+        for j in range(ow):
+            m = yf[yo + j]
+            gv = gf[yo + j]
+            nan = m != m
+            k = xo + 2 * j
+            a, b, cc = xf[k], xf[k + 1], xf[k + w]
+            ha = (a == m) | (nan & (a != a))
+            hb = ((b == m) | (nan & (b != b))) & (ha ^ True)
+            seen = ha | hb
+            hc = ((cc == m) | (nan & (cc != cc))) & (seen ^ True)
+            hd = (seen | hc) ^ True
+            rf[k] = gv if ha else F(0.0)
+            rf[k + 1] = gv if hb else F(0.0)
+            rf[k + w] = gv if hc else F(0.0)
+            rf[k + w + 1] = gv if hd else F(0.0)
