@@ -284,10 +284,12 @@ def _channel_sums(x: np.ndarray, keepdim: bool) -> np.ndarray:
     """numpy's ``add.reduce`` over all dims but 1 of a C-contiguous float32 array, the same floats, with
     the eight partial sums as one vector and the channels over the threads (``kernels/pairwise.py``)."""
     rows = x.reshape(x.shape[0], x.shape[1], -1)
-    out = _empty(x.shape[1], x.dtype)
+    # the result owns its memory (as ``_sum_in_order``'s: graphs and views read ``.base``)
+    out = _empty(_keep_shape(x.shape, _BIAS_DIMS[x.ndim]) if keepdim else x.shape[1], x.dtype)
+    flat = out.reshape(-1)
     kernels.parallel_ranges(kernels.loops("pairwise").channel_sums, x.shape[1], x.size,
-                            lambda first, lo, hi: (rows, out, lo, hi), shared=True)
-    return out.reshape(_keep_shape(x.shape, _BIAS_DIMS[x.ndim])) if keepdim else out
+                            lambda first, lo, hi: (rows, flat, lo, hi), shared=True)
+    return out
 
 
 def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
