@@ -316,6 +316,11 @@ def composite(name: str, fn: Callable, *tensors):
     return modes[-1].composite(name, fn, tensors) if modes else fn(*tensors)
 
 
+# the params of an operator's or a unary function's call, which have none: one dict for all (a new one
+# was ~0.04 us a call); nothing writes a call's params, and the nodes recorded keep this one
+_NO_PARAMS: dict = {}
+
+
 def unary(op: Op) -> Callable[[Tensor], Tensor]:
     """``apply(op, input)`` as a function of one tensor that calls the op's compiled path itself
     (one Python frame fewer per call: the unary ops' public functions and Tensor methods). On the
@@ -324,7 +329,7 @@ def unary(op: Op) -> Callable[[Tensor], Tensor]:
     def fn(input: Tensor) -> Tensor:
         fast = op.fast
         if fast and not STATE.slow:
-            return fast((input,), {})
+            return fast((input,), _NO_PARAMS)
         functions = STATE.functions
         if functions is not None:   # a program's subclass gets this public function, as PyTorch's torch.relu
             out = functions.entry(fn, input)
@@ -371,23 +376,25 @@ def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor
     ``reflected_failure``)."""
     if reflected:
         def method(self, other):
-            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
+            cls = other.__class__   # refused_operand, inline; a number's class tested first (isinstance: 0.03 us)
+            if cls is not Tensor and cls is not float and cls is not int and isinstance(other, _SEQUENCES):
                 return NotImplemented
             fast = op.fast
             try:
                 if fast and not STATE.slow:
-                    return fast((other, self), {})
+                    return fast((other, self), _NO_PARAMS)
                 return _observed(op, (other, self), {}) if STATE.slow else apply(op, other, self)
             except TypeError:
                 return reflected_failure(other)
     else:
         def method(self, other):
-            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
+            cls = other.__class__   # refused_operand, inline; a number's class tested first (isinstance: 0.03 us)
+            if cls is not Tensor and cls is not float and cls is not int and isinstance(other, _SEQUENCES):
                 return NotImplemented
             fast = op.fast
             try:
                 if fast and not STATE.slow:
-                    return fast((self, other), {})
+                    return fast((self, other), _NO_PARAMS)
                 return _observed(op, (self, other), {}) if STATE.slow else apply(op, self, other)
             except TypeError:   # a numpy array (array_operand); a try costs nothing until it catches
                 return method(self, array_operand(other))
