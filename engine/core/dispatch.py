@@ -693,11 +693,21 @@ def eager(op, args, params, fwd=None):
             else:
                 return _general(op, args, params, fwd)
             dev = a._device
-            try:
-                out = fwd(dev._xp or dev.xp, x, y, **params) if params else fwd(dev._xp or dev.xp, x, y)
-            except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
-                out = _failed(op, fwd, dev, (x, y), args, params, e)
-            return _result(op, args, params, dev, req, out)
+        elif ((type(a) is float or type(a) is int) and isinstance(b, Tensor) and b._data.dtype.kind == "f"
+              and b._data.dtype is not _HALF and (b.requires_grad or b._base is None or not b._vc[0])):
+            # a number first (``2 * t``, ``1 + t``: the reflected operators), as a number second; as the
+            # compiled path does for that, an arithmetic ufunc's number a 0-d array (2.2 -> 1.5 us on 16 floats)
+            y = b._data
+            x = _constant(a, y.dtype) if op.ufunc in _ARITH and type(y) is _ndarray and a and a == a else a
+            req = b.requires_grad
+            dev = b._device
+        else:
+            return _general(op, args, params, fwd)
+        try:
+            out = fwd(dev._xp or dev.xp, x, y, **params) if params else fwd(dev._xp or dev.xp, x, y)
+        except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
+            out = _failed(op, fwd, dev, (x, y), args, params, e)
+        return _result(op, args, params, dev, req, out)
     elif n == 1:
         a = args[0]
         if (isinstance(a, Tensor) and (a.requires_grad or a._base is None or not a._vc[0])
