@@ -155,3 +155,66 @@ def test_sum_of_everything_is_torchs(keepdim, dtype, shape):
     _same(x.grad, tx.grad)
     from tapelab.ops import reduce
     assert reduce._SUM_ALL == {"dims": None, "keepdim": False, "dtype": None}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 17, 100, 1000, 4097])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_mean_of_a_vector_is_torchs(n, dtype, keepdim):
+    """A vector's mean by the sum's short way and the float quotient rounded once: PyTorch's bits (its sum,
+    then the division), values wide and small; the gradient too."""
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal(n) * np.where(rng.integers(0, 2, n) == 0, 1e-3, 1e3)).astype(dtype)
+    x, tx = tl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    m = x.mean(keepdim=True) if keepdim else x.mean()
+    tm = tx.mean(dim=0, keepdim=True) if keepdim else tx.mean()
+    assert m.shape == tuple(tm.shape) and m.dtype == x.dtype
+    assert np.array_equal(_bits(m.detach().numpy()), _bits(tm.detach().numpy()))
+    m.sum().backward()
+    tm.sum().backward()
+    assert np.array_equal(_bits(x.grad.numpy()), _bits(tx.grad.numpy()))
+
+
+def test_mean_off_the_short_way_as_before():
+    """Strided, 2-D, float16, empty and dtype= means keep the general path: PyTorch's values."""
+    a = np.random.default_rng(0).standard_normal(40).astype(np.float32)
+    for x, tx in [(tl.tensor(a)[::2], torch.tensor(a)[::2]), (tl.tensor(a.reshape(5, 8)), torch.tensor(a.reshape(5, 8))),
+                  (tl.tensor(a).half(), torch.tensor(a).half())]:
+        np.testing.assert_array_equal(x.mean().numpy(), tx.mean().numpy())
+    np.testing.assert_array_equal(tl.tensor(a).mean(dtype=tl.float64).numpy(), torch.tensor(a).mean(dtype=torch.float64).numpy())
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(tl.tensor(np.zeros(0, np.float32)).mean().item())
+
+
+@pytest.mark.parametrize("shape", [(16,), (4, 8), (64, 512), (3, 0), (1,), (2, 3, 5)])
+def test_small_relu_is_torchs(shape):
+    """relu's small call (the loop's compiled code itself) on 1-D and n-D float32: PyTorch's bits, NaN and
+    infinities as its kernel gives them; the result a new C-contiguous array; the gradient."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape).astype(np.float32)
+    flat = a.reshape(-1)
+    if flat.size >= 4:
+        flat[:4] = [np.nan, 0.0, np.inf, -np.inf]   # (-0.0: the loop gives +0.0, PyTorch -0.0, before this branch too)
+    x, tx = tl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = x.relu(), tx.relu()
+    out = y.detach().numpy()
+    assert out.flags.c_contiguous and not np.shares_memory(out, a)
+    assert np.array_equal(_bits(y.detach().numpy()), _bits(ty.detach().numpy()))
+    g = rng.standard_normal(shape).astype(np.float32)
+    y.backward(tl.tensor(g))
+    ty.backward(torch.tensor(g))
+    assert np.array_equal(_bits(x.grad.numpy()), _bits(tx.grad.numpy()))
+
+
+def test_relu_of_read_only_strided_and_float64_arrays():
+    a = np.random.default_rng(4).standard_normal(32).astype(np.float32)
+    ro = a.copy()
+    ro.flags.writeable = False
+    for x, tx in [(tl.from_numpy(ro), torch.tensor(ro)), (tl.tensor(a)[::2], torch.tensor(a)[::2]),
+                  (tl.tensor(a.astype(np.float64)), torch.tensor(a.astype(np.float64)))]:
+        np.testing.assert_array_equal(x.relu().numpy(), tx.relu().numpy())
+    np.testing.assert_array_equal(tl.tensor(a).relu().numpy(), torch.tensor(a).relu().numpy())   # after them
