@@ -218,3 +218,17 @@ def test_relu_of_read_only_strided_and_float64_arrays():
                   (tl.tensor(a.astype(np.float64)), torch.tensor(a.astype(np.float64)))]:
         np.testing.assert_array_equal(x.relu().numpy(), tx.relu().numpy())
     np.testing.assert_array_equal(tl.tensor(a).relu().numpy(), torch.tensor(a).relu().numpy())   # after them
+
+
+@pytest.mark.parametrize("number", [1, 0.3, -2.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_number_first_sub_and_div_are_torchs(number, dtype):
+    """``1 - t`` (rsub: the number first, into the same hot path) and ``1 / t``: PyTorch's bits and gradients."""
+    a = _pair((3, 5), dtype, 11)   # (transposed, 1 / t: a gradient of other strides than torch's, at the base too)
+    for f in (lambda c, t: c - t, lambda c, t: c / t):
+        x, tx = tl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        y, ty = f(number, x), f(number, tx)
+        _same(y, ty)
+        y.sum().backward()
+        ty.sum().backward()
+        _same(x.grad, tx.grad)
