@@ -338,6 +338,7 @@ def multi_head_attention_forward(
         attn_weights = attn_weights.reshape(bsz, num_heads, tgt_len, src_len)
         if average_attn_weights:
             attn_weights = attn_weights.mean(dim=1)
+        out = out.transpose(0, 1)
     else:
         if attn_mask is not None:
             attn_mask = (attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1
@@ -346,8 +347,11 @@ def multi_head_attention_forward(
                                            k.reshape(bsz, num_heads, src_len, head_dim),
                                            v.reshape(bsz, num_heads, src_len, head_dim),
                                            attn_mask, dropout_p, is_causal)
-        out, attn_weights = out.reshape(bsz * num_heads, tgt_len, head_dim), None
-    out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+        # (bsz, heads, L, d) -> (L, bsz, heads, d), copied once by the reshape below as PyTorch's
+        # ``permute(2, 0, 1, 3).contiguous()``: through (bsz * heads, L, d) it was two copies, the
+        # output lying as (bsz, L, heads, d)
+        out, attn_weights = out.permute(2, 0, 1, 3), None
+    out = out.reshape(tgt_len * bsz, embed_dim)
     out = linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
     if not batched:
         out = out.squeeze(1)
