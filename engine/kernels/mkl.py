@@ -30,7 +30,7 @@ _FORKED: list = []
 _THREADED: list = []
 _ADDRESSES: dict = {}
 _AVX512: list = []
-MKL_CBWR_AVX512 = 12     # mkl_cbwr.h: the branches from here on are AVX-512 code
+MKL_CBWR_AVX512 = 12     # mkl_cbwr.h: 12 AVX512, 13 AVX512_MIC_E1, 14 AVX512_E1 (below: AUTO 2 ... AVX2 10)
 
 
 def library():
@@ -80,8 +80,8 @@ os.register_at_fork(after_in_child=lambda: _FORKED.append(True))
 
 def avx512() -> bool:
     """Whether MKL runs its AVX-512 code on this CPU: the branch its dispatcher picks
-    (``mkl_cbwr_get_auto_branch``) is AVX512 or later. On an AMD EPYC with AVX-512 it reports its
-    compatible branch, and its 20 x 200 x 800 product took 74 us against our AVX-512 GEMM's 57
+    (``mkl_cbwr_get_auto_branch``) is AVX512 or later. On an AMD EPYC with AVX-512 it names no branch
+    (``MKL_CBWR_AUTO``, 2), and its 20 x 200 x 800 product took 74 us against our AVX-512 GEMM's 57
     (bench/README.md, issue 17, session 32); False where MKL is not loaded."""
     if not _AVX512:
         lib = library()
