@@ -290,10 +290,10 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``value`` where ``x <= threshold``, else ``x`` (ATen's form: a NaN passes)."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(_THRESHOLD, (input,), input, threshold, value, inplace=inplace)
-    return _inplace(input, lambda x: x.where(x > threshold, value), inplace)
+    return _inplace(input, lambda x: x.masked_fill(x <= threshold, value), inplace)
 
 
 _THRESHOLD = threshold   # the name its guard records it by: the parameter ``threshold`` shadows the function
@@ -302,7 +302,7 @@ _THRESHOLD = threshold   # the name its guard records it by: the parameter ``thr
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(threshold_, (input,), input, threshold, value)
-    return _inplace(input, lambda x: x.where(x > threshold, value), True)
+    return _inplace(input, lambda x: x.masked_fill(x <= threshold, value), True)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:

@@ -292,7 +292,10 @@ def _relu_fwd(xp, a):
             return out
         kernels.parallel(kernels.loops("pointwise").relu, 2, a.reshape(-1), out.reshape(-1))
         return out
-    return xp.maximum(a, 0)
+    if a.dtype == bool:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    # ATen's clamp_min(0): ``x < 0 ? 0 : x``, so -0.0 and NaN pass (numpy's maximum gives +0.0 for -0.0)
+    return xp.where(a < 0, a.dtype.type(0), a)
 
 
 def _relu_bw_fwd(xp, g, y):
