@@ -12,6 +12,7 @@ import torch
 
 import tapelab
 from tapelab.kernels import blas
+from _mkl_bits import assert_torchs_floats
 from _threads import thread_counts
 
 gemm_module = importlib.import_module("tapelab.kernels.gemm")
@@ -50,7 +51,7 @@ def test_heads_cut_from_one_projection_go_to_mkl_uncopied(threads, dtype, monkey
     q, k = _heads(dtype, parts=2)
     seen = _spy(monkeypatch, dtype)
     got = gemm_module.gemm(np, q, k.swapaxes(-1, -2))
-    np.testing.assert_array_equal(got, _torch(q, k.swapaxes(-1, -2)))
+    assert_torchs_floats(got, _torch(q, k.swapaxes(-1, -2)))
     (args,) = seen
     a, b = args[6], args[10]           # the operands as passed: the projection's memory, not copies
     assert a.ctypes.data == q.ctypes.data and b.ctypes.data == k.ctypes.data
