@@ -64,9 +64,9 @@ def test_loops_direct_every_output_written():
     for ow in WIDTHS:
         x, g = _data(100 + ow, ow)
         y = np.full(g.shape, 5.0, np.float32)
-        loops.max2x2(y, x)
+        loops.max2x2(y, x, False)
         res = np.full(x.shape, 9.0, np.float32)
-        loops.max2x2_put(x, y, res, g)
+        loops.max2x2_put(x, y, res, g, False)
         assert not (res == 9.0).any() and not (y == 5.0).any()
         # each window's four slots hold its gradient once and +0.0 elsewhere (NaN gradients aside)
         wins = res.reshape(x.shape[0], x.shape[1], x.shape[2] // 2, 2, ow, 2)

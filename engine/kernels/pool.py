@@ -71,9 +71,11 @@ def _row_pairs(width: int, backward: bool):
     """An intrinsic over flat float32 arrays, ``width`` outputs ``yo + j`` a step (``j < count``, a
     multiple of ``width``) of the row pair at ``xo`` and ``xo + w``: each pair of rows loaded as ``2 width``
     floats and split into its even and odd lanes (numba made every output a scalar chain of strided
-    loads and stores). Forward ``max(x, y, xo, yo, w, count)``: ``max2x2``'s maxima into ``y``.
-    Backward ``put(x, y, g, res, xo, yo, w, count)``: ``max2x2_put``'s selects, the four gradients
-    interleaved back into ``res``."""
+    loads and stores). Forward ``max(x, y, xo, yo, w, count, relu)``: ``max2x2``'s maxima into ``y``.
+    Backward ``put(x, y, g, res, xo, yo, w, count, relu)``: ``max2x2_put``'s selects, the four gradients
+    interleaved back into ``res``. ``relu`` (a runtime flag, one select a vector): the compiled fused
+    ReLU then pool (``compiler/_pool_loops.py``), the maxima through ``relu`` (a NaN kept) and the
+    gradient only where the output is positive or NaN."""
     vf, vf2 = ir.VectorType(ir.FloatType(), width), ir.VectorType(ir.FloatType(), 2 * width)
     even, odd = list(range(0, 2 * width, 2)), list(range(1, 2 * width, 2))
     zipped = [i // 2 + (width if i % 2 else 0) for i in range(2 * width)]
@@ -84,14 +86,21 @@ def _row_pairs(width: int, backward: bool):
         px, py = ptrs[:2]
         intp = context.get_value_type(types.intp)
         xo, yo, w, count = (context.cast(builder, v, t, types.intp)
-                            for v, t in zip(values[arrays:], signature.args[arrays:]))
+                            for v, t in zip(values[arrays:-1], signature.args[arrays:-1]))
+        relu = context.cast(builder, values[-1], signature.args[-1], types.boolean)
         every = ir.Constant(ir.VectorType(ir.IntType(1), width), [1] * width)
+        zero = ir.Constant(vf, [0.0] * width)
 
         def at(p, d, ty):
             return builder.bitcast(builder.gep(p, [d]), ty.as_pointer())
 
         def uno(v):
             return builder.fcmp_unordered("uno", v, v)
+
+        def passes(m, v):
+            """``v`` where ``relu`` is off or ``m`` is positive or NaN, else zeros."""
+            return builder.select(relu, builder.select(builder.or_(builder.fcmp_ordered(">", m, zero), uno(m)),
+                                                       v, zero), v)
 
         def block(accs, j):
             top = builder.add(xo, builder.shl(j, ir.Constant(intp, 1)))
@@ -103,11 +112,11 @@ def _row_pairs(width: int, backward: bool):
                 m = quad[0]
                 for v in quad[1:]:
                     m = builder.select(builder.or_(builder.fcmp_ordered(">", m, v), uno(m)), m, v)
-                builder.store(m, at(py, builder.add(yo, j), vf), align=4)
+                builder.store(passes(m, m), at(py, builder.add(yo, j), vf), align=4)
                 return []
             pg, pr = ptrs[2:]
             m = builder.load(at(py, builder.add(yo, j), vf), align=4)
-            gv = builder.load(at(pg, builder.add(yo, j), vf), align=4)
+            gv = passes(m, builder.load(at(pg, builder.add(yo, j), vf), align=4))
             nan = uno(m)
 
             def hit(v):
@@ -117,7 +126,6 @@ def _row_pairs(width: int, backward: bool):
             seen = builder.or_(ha, hb)
             hc = builder.and_(hit(quad[2]), builder.xor(seen, every))
             hd = builder.xor(builder.or_(seen, hc), every)
-            zero = ir.Constant(vf, [0.0] * width)
             ra, rb, rc, rd = (builder.select(h, gv, zero) for h in (ha, hb, hc, hd))
             builder.store(_shuffle(builder, ra, rb, zipped), at(pr, top, vf2), align=4)
             builder.store(_shuffle(builder, rc, rd, zipped), at(pr, bottom, vf2), align=4)
@@ -129,65 +137,75 @@ def _row_pairs(width: int, backward: bool):
     def typer(typingctx, *args):
         return types.void(*args), codegen
     if backward:
-        return intrinsic(lambda typingctx, x, y, g, res, xo, yo, w, count:
-                         typer(typingctx, x, y, g, res, xo, yo, w, count))
-    return intrinsic(lambda typingctx, x, y, xo, yo, w, count: typer(typingctx, x, y, xo, yo, w, count))
+        return intrinsic(lambda typingctx, x, y, g, res, xo, yo, w, count, relu:
+                         typer(typingctx, x, y, g, res, xo, yo, w, count, relu))
+    return intrinsic(lambda typingctx, x, y, xo, yo, w, count, relu:
+                     typer(typingctx, x, y, xo, yo, w, count, relu))
 
 
 _max8, _max4, _put8, _put4 = (_row_pairs(width, backward) for backward in (False, True) for width in (8, 4))
 
 
+@njit(**_JIT, inline="always")
+def _relu(m, relu):
+    """``m`` through ReLU when ``relu`` (a NaN kept), else ``m``."""
+    return F(0.0) if relu and not (m > F(0.0) or m != m) else m
+
+
 @njit(**_JIT)
-def max2x2(y, x):
+def max2x2(y, x, relu):
     """2x2 max-pool of ``x (N, C, 2 OH, 2 OW)`` into ``y (N, C, OH, OW)``: numpy's four maximum
     passes over the strided block views (``y = x00``, then ``maximum(y, x01)``, ``x10``, ``x11``) in
     one pass over the input, the same values (NaN and signed zeros included). A row's outputs go 8
     (or 4) at a time as vectors (``_row_pairs``), the last block ending at the row's end (it writes
-    some outputs again, the same values); rows under 4 outputs as scalars."""
+    some outputs again, the same values); rows under 4 outputs as scalars. ``relu``: the maxima
+    through ReLU (the compiled fused ReLU then pool: ``relu`` of the maximum is the maximum of the
+    ``relu``s)."""
     ow, w = y.shape[3], x.shape[3]
     xf, yf = x.reshape(-1), y.reshape(-1)
     for row in range(y.shape[0] * y.shape[1] * y.shape[2]):
         xo = (row // y.shape[2]) * x.shape[2] * w + (row % y.shape[2]) * 2 * w
         yo = row * ow
         if ow >= 8:
-            _max8(xf, yf, xo, yo, w, ow - ow % 8)
+            _max8(xf, yf, xo, yo, w, ow - ow % 8, relu)
             if ow % 8:
-                _max8(xf, yf, xo + 2 * (ow - 8), yo + ow - 8, w, 8)
+                _max8(xf, yf, xo + 2 * (ow - 8), yo + ow - 8, w, 8, relu)
         elif ow >= 4:
-            _max4(xf, yf, xo, yo, w, 4)
+            _max4(xf, yf, xo, yo, w, 4, relu)
             if ow > 4:
-                _max4(xf, yf, xo + 2 * (ow - 4), yo + ow - 4, w, 4)
+                _max4(xf, yf, xo + 2 * (ow - 4), yo + ow - 4, w, 4, relu)
         else:
             for j in range(ow):
                 k = xo + 2 * j
-                yf[yo + j] = _np_max(_np_max(_np_max(xf[k], xf[k + 1]), xf[k + w]), xf[k + w + 1])
+                yf[yo + j] = _relu(_np_max(_np_max(_np_max(xf[k], xf[k + 1]), xf[k + w]), xf[k + w + 1]), relu)
 
 
 @njit(**_JIT)
-def max2x2_put(x, y, res, g):
+def max2x2_put(x, y, res, g, relu):
     """``max_blocks_put`` for 2x2 blocks given the forward's maxima ``y``, writing all of ``res``
     (no zero fill): the window's first element equal to its maximum (its first NaN when the maximum
     is NaN) is its first maximum, found with selects. A row's outputs go 8 (or 4) at a time as vectors
     (``_row_pairs``), the last block ending at the row's end (it writes some outputs again, the same
-    values); rows under 4 outputs as scalars, the same selects."""
+    values); rows under 4 outputs as scalars, the same selects. ``relu``: ``y`` is ``max2x2``'s with
+    ``relu``, a window passing its gradient only where its output is positive or NaN."""
     ow, w = g.shape[3], x.shape[3]
     xf, yf, gf, rf = x.reshape(-1), y.reshape(-1), g.reshape(-1), res.reshape(-1)
     for row in range(g.shape[0] * g.shape[1] * g.shape[2]):
         xo = (row // g.shape[2]) * x.shape[2] * w + (row % g.shape[2]) * 2 * w
         yo = row * ow
         if ow >= 8:
-            _put8(xf, yf, gf, rf, xo, yo, w, ow - ow % 8)
+            _put8(xf, yf, gf, rf, xo, yo, w, ow - ow % 8, relu)
             if ow % 8:
-                _put8(xf, yf, gf, rf, xo + 2 * (ow - 8), yo + ow - 8, w, 8)
+                _put8(xf, yf, gf, rf, xo + 2 * (ow - 8), yo + ow - 8, w, 8, relu)
             continue
         if ow >= 4:
-            _put4(xf, yf, gf, rf, xo, yo, w, 4)
+            _put4(xf, yf, gf, rf, xo, yo, w, 4, relu)
             if ow > 4:
-                _put4(xf, yf, gf, rf, xo + 2 * (ow - 4), yo + ow - 4, w, 4)
+                _put4(xf, yf, gf, rf, xo + 2 * (ow - 4), yo + ow - 4, w, 4, relu)
             continue
         for j in range(ow):
             m = yf[yo + j]
-            gv = gf[yo + j]
+            gv = gf[yo + j] if not relu or m > F(0.0) or m != m else F(0.0)
             nan = m != m
             k = xo + 2 * j
             a, b, cc = xf[k], xf[k + 1], xf[k + w]

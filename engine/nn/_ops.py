@@ -804,7 +804,7 @@ def _max_blocks_fwd(xp, x, *, kernel):
     # the intra-op threads (the loop and numpy's passes release the GIL)
     y = xp.empty(tuple(x.shape[:2]) + tuple(n // k for n, k in zip(x.shape[2:], kernel)), x.dtype)
     if tuple(kernel) == (2, 2) and kernels.use(xp, x):
-        kernels.parallel(kernels.loops("pool").max2x2, 2, y, x)
+        kernels.parallel(kernels.loops("pool").max2x2, 2, y, x, False)
     elif is_numpy(xp):
         kernels.parallel(_max_blocks_into, 2, y, x, xp, kernel)
     else:
@@ -825,7 +825,7 @@ def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     """``g`` (shape of ``y``) placed at each window's first maximum of ``x``, zeros elsewhere."""
     if tuple(kernel) == (2, 2) and kernels.use(xp, x, g, y):
         res = xp.empty(x.shape, g.dtype)
-        kernels.parallel(kernels.loops("pool").max2x2_put, 4, x, y, res, g)
+        kernels.parallel(kernels.loops("pool").max2x2_put, 4, x, y, res, g, False)
         return res
     if len(kernel) == 2 and kernels.use(xp, x, g):
         res = xp.zeros(x.shape, g.dtype)
