@@ -74,7 +74,7 @@ def _row_pairs(width: int, backward: bool):
     loads and stores). Forward ``max(x, y, xo, yo, w, count, relu)``: ``max2x2``'s maxima into ``y``.
     Backward ``put(x, y, g, res, xo, yo, w, count, relu)``: ``max2x2_put``'s selects, the four gradients
     interleaved back into ``res``. ``relu`` (a runtime flag, one select a vector): the compiled fused
-    ReLU then pool (``compiler/_pool_loops.py``), the maxima through ``relu`` (a NaN kept) and the
+    ReLU then pool (``compiler/pool.py``), the maxima through ``relu`` (a NaN kept) and the
     gradient only where the output is positive or NaN."""
     vf, vf2 = ir.VectorType(ir.FloatType(), width), ir.VectorType(ir.FloatType(), 2 * width)
     even, odd = list(range(0, 2 * width, 2)), list(range(1, 2 * width, 2))
