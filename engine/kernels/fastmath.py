@@ -54,7 +54,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select", "fma", "exp_sleef_u10", "erf_aten",
-           "tanh_sleef_u10", "log_sleef_u10", "pow_sleef_u10", "exp_onednn", "exp_u20", "gelu_onednn_avx512", "gelu_onednn_avx2",
+           "tanh_sleef_u10", "log_sleef_u10", "pow_sleef_u10", "log1p_sleef_core",
+           "expm1_sleef_u10", "exp_onednn", "exp_u20", "gelu_onednn_avx512", "gelu_onednn_avx2",
            "gelu_grad_onednn", "gelu16_onednn_avx512", "aten_lanes", "onednn_avx512", "onednn_fp16"]
 
 F = np.float32
@@ -378,7 +379,7 @@ _K2_6 = F(0.166666659414234244790680580464)
 
 @njit(**_JIT_INLINE)
 def _expk2(d):
-    """Sleef's ``expk2f`` of the pair (d, 0), 0 <= d <= 9: e^d as a pair."""
+    """Sleef's ``expk2f`` of the pair (d, 0), -17 <= d <= 89 (no flush to 0 below -104): e^d as a pair."""
     qf, q = _rint(d * _R_LN2)
     sx, sy = _dfadd2_f2f(d, F(0.0), qf * -_L2U)
     sx, sy = _dfadd2_f2f(sx, sy, qf * -_L2L)
@@ -439,6 +440,62 @@ def log_sleef_u10(d):
     r = select(d == F(np.inf), F(np.inf), r)
     r = select((d < F(0.0)) | (d != d), F(np.nan), r)
     return select(d == F(0.0), F(-np.inf), r)
+
+
+
+# Sleef's ``log1pf_u10`` and ``expm1f_u10`` (ATen's ``Vectorized<float>::log1p`` / ``expm1``; its float32 kernels
+# run them over every element, the tail as a partial vector: ``vec::map``)
+_ONE_BITS = np.int32(0x3F800000)
+_NAN_ALL_ONES = np.int32(-1)                           # ``r | mask``: the bits of a NaN with every bit set
+
+
+@njit(**_JIT_INLINE)
+def _dfadd_ff(x, y):
+    """|x| >= |y|."""
+    s = x + y
+    return s, (x - s) + y
+
+
+@njit(**_JIT_INLINE)
+def log1p_sleef_core(d):
+    """Sleef's ``log1pf_u10`` (FMA build) for ``d <= 1e38``; above (and for NaN) Sleef gives ``logf_u1(d)``
+    (``log_sleef_u10``), which a caller selects (a vector loop computes it only when some element needs it).
+    The exponent is read from the bits (Sleef's AVX2 path); AVX512's getexp gives the same integer for every
+    ``d`` whose result is not a special case."""
+    dp1 = d + F(1.0)
+    small = dp1 < _FLT_MIN
+    w = select(small, dp1 * F(1.8446744073709552e19), dp1)
+    e = np.int32(((_f32_to_bits(w * F(1.0 / 0.75)) >> np.int32(23)) & np.int32(0xFF)) - np.int32(127))
+    t = _bits_to_f32(np.int32(_ONE_BITS - np.int32(e << np.int32(23))))
+    m = fma(d, t, t - F(1.0))
+    e = select(small, np.int32(e - np.int32(64)), e)
+    sx, sy = _dfmul_f2f(_LN2_DF[0], _LN2_DF[1], F(e))
+    bx, by = _dfadd_ff(F(2.0), m)
+    xx, xy = _dfdiv(m, F(0.0), bx, by)
+    x2 = xx * xx
+    t = fma(_LG[0], x2, _LG[1])
+    t = fma(t, x2, _LG[2])
+    sx, sy = _dfadd_f2f2(sx, sy, xx * F(2.0), xy * F(2.0))
+    sx, sy = _dfadd_f2f(sx, sy, (x2 * xx) * t)
+    r = sx + sy
+    r = select(F(-1.0) > d, _bits_to_f32(_NAN_ALL_ONES), r)
+    r = select(d == F(-1.0), F(-np.inf), r)
+    return select(_f32_to_bits(d) == _SIGN, d, r)      # -0.0 stays
+
+
+@njit(**_JIT_INLINE)
+def expm1_sleef_u10(a):
+    """Sleef's ``expm1f_u10`` (FMA build): ``expk2f(a) - 1`` in double-float arithmetic; inf above 88.72283,
+    -1 below -16.635532. ``a`` is clamped to [-17, 89] first (the selects replace every result outside)."""
+    ac = select(a < F(89.0), a, F(89.0))
+    ac = select(ac > F(-17.0), ac, F(-17.0))
+    dx, dy = _expk2(ac)
+    sx, sy = _dfadd2_f2f(dx, dy, F(-1.0))
+    x = sx + sy
+    x = select(a > F(88.72283172607421875), F(np.inf), x)
+    x = select(a < F(-16.635532333438687426013570), F(-1.0), x)
+    x = select(_f32_to_bits(a) == _SIGN, a, x)          # -0.0 stays
+    return select(a == a, x, a)
 
 
 

@@ -19,11 +19,12 @@ from numba import njit
 
 from . import PARALLEL_MIN, entry, parallel
 from .fastmath import aten_lanes, onednn_avx512
-from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
-                       gelu_onednn_avx512, pow_sleef_u10, select, tanh_sleef_u10)
+from .fastmath import (erf_aten, exp_sleef_u10, expm1_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
+                       gelu_onednn_avx512, log1p_sleef_core, log_sleef_u10, pow_sleef_u10, select,
+                       tanh_sleef_u10)
 
 __all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
-           "clamp", "sign", "pow_number"]
+           "clamp", "sign", "pow_number", "log1p", "expm1"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -32,6 +33,7 @@ _BETA_ERF = F(2.0 / math.sqrt(math.pi) * (1.0 / math.sqrt(2.0)) * 0.5)     # ATe
 _K = F(math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5)                  # kGeluBeta
 _C = F(0.044715)
 _K3C = F(3.0) * F(0.044715)                                              # kThree * kKappa, in float
+_LOG1P_BOUND = F(1e38)                                                   # Sleef's LOG1PF_BOUND: logf beyond
 
 
 # ---------------------------------------------------------------- PyTorch's activations, bit for bit
@@ -433,6 +435,32 @@ def pow_number(x, out, exponent, avx512, block, run):
         m = end - (end - start) % block
         _pow_number(x[start:m], out[start:m], exponent, True, avx512)
         _pow_number(x[m:end], out[m:end], exponent, False, avx512)
+
+
+# ATen's float32 log1p and expm1 (``IMPLEMENT_FLOAT/COMPLEX_KERNEL``, ``vec::map``) run Sleef over every
+# element: the tail is a partial vector, not a scalar loop, and a strided input is copied to a buffer first,
+# so neither the split nor the layout changes a result (numpy's differed in ~1 of 6 and 1 of 24 values).
+@njit(**_JIT)
+def log1p(x, out):
+    """Sleef's ``log1pf_u10``; ``out`` may be ``x``. Its ``logf_u1`` branch (``x > 1e38``, NaN) is taken only
+    when a first read-only pass finds such an element, as Sleef tests its mask (the core loop vectorises)."""
+    beyond = False
+    for i in range(x.shape[0]):
+        beyond |= not x[i] <= _LOG1P_BOUND
+    if beyond:
+        for i in range(x.shape[0]):
+            d = x[i]
+            out[i] = log1p_sleef_core(d) if d <= _LOG1P_BOUND else log_sleef_u10(d)
+    else:
+        for i in range(x.shape[0]):
+            out[i] = log1p_sleef_core(x[i])
+
+
+@njit(**_JIT)
+def expm1(x, out):
+    """Sleef's ``expm1f_u10``; ``out`` may be ``x``."""
+    for i in range(x.shape[0]):
+        out[i] = expm1_sleef_u10(x[i])
 
 # ---------------------------------------------------------------- how ATen walks an array
 def _run(x) -> int:

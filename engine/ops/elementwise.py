@@ -311,6 +311,31 @@ def _relu_bw_fwd(xp, g, y):
 _relu_bw = Op("threshold_backward", _relu_bw_fwd,
               lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
 
+
+def _sleef_unary(name: str):
+    """``(fwd, fwd_out)`` of a unary op whose float32 forward is ATen's Sleef loop (``kernels.pointwise``'s
+    ``name``, PyTorch's floats bit for bit) and numpy's ufunc ``name`` for other dtypes and namespaces."""
+    def fwd(xp, a):
+        if kernels.enabled() and kernels.loops("pointwise").takes(a):
+            order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"   # keeps a dense layout
+            out = np.empty(a.shape, np.float32, order=order)
+            kernels.parallel(getattr(kernels.loops("pointwise"), name), 2, a.ravel(order=order),
+                             out.ravel(order=order))
+            return out
+        return getattr(xp, name)(a)
+
+    def fwd_out(xp, a, *, out):
+        (res,) = out
+        if kernels.enabled() and kernels.loops("pointwise").takes(a) and res.dtype == a.dtype:
+            src = a if a.flags.c_contiguous and a.shape == res.shape else \
+                np.ascontiguousarray(np.broadcast_to(a, res.shape))
+            kernels.parallel(getattr(kernels.loops("pointwise"), name), 2, src.reshape(-1), res.reshape(-1))
+            return
+        getattr(xp, name)(a, out=res)
+    fwd.__name__, fwd_out.__name__ = f"{name}_fwd", f"{name}_fwd_out"
+    return fwd, fwd_out
+
+
 # ---------------------------------------------------------------- unary math
 exp = _unary("exp", _vml.unary("exp", lambda xp, a: xp.exp(a)),
              lambda g, out, a: (g * out,) if g._data.dtype.kind != "c" else (g * cj(out),),
@@ -319,9 +344,11 @@ exp = _unary("exp", _vml.unary("exp", lambda xp, a: xp.exp(a)),
 exp2 = _unary("exp2", lambda xp, a: xp.exp2(a),
               lambda g, out, a: (g * out * _LN2,) if g._data.dtype.kind != "c" else (g * cj(out) * _LN2,),
               reads="output", out_form="exp2", complex=True, onnx=lambda g, a: g.op("Pow", 2.0, a))
-expm1 = _unary("expm1", lambda xp, a: xp.expm1(a),
+_EXPM1_FWD, _EXPM1_FWD_OUT = _sleef_unary("expm1")
+_LOG1P_FWD, _LOG1P_FWD_OUT = _sleef_unary("log1p")
+expm1 = _unary("expm1", _EXPM1_FWD,
                lambda g, out, a: (g * (out + 1),) if g._data.dtype.kind != "c" else (g * cj(out + 1),),
-               reads="output", out_form="expm1", complex=True, onnx=lambda g, a: g.op("Sub", g.op("Exp", a), 1.0))
+               reads="output", fwd_out=_EXPM1_FWD_OUT, complex=True, onnx=lambda g, a: g.op("Sub", g.op("Exp", a), 1.0))
 log = _unary("log", _vml.unary("log", lambda xp, a: xp.log(a)),
              lambda g, out, a: (g / a,) if g._data.dtype.kind != "c" else (g / cj(a),),
              fwd_out=_vml.unary_out("log", "log"), complex=True, onnx="Log")
@@ -331,9 +358,9 @@ log2 = _unary("log2", _vml.unary("log2", lambda xp, a: xp.log2(a)),
 log10 = _unary("log10", _vml.unary("log10", lambda xp, a: xp.log10(a)),
                lambda g, out, a: (g / (a * _LN10),) if g._data.dtype.kind != "c" else (g / (cj(a) * _LN10),),
                fwd_out=_vml.unary_out("log10", "log10"), complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN10))
-log1p = _unary("log1p", lambda xp, a: xp.log1p(a),
+log1p = _unary("log1p", _LOG1P_FWD,
                lambda g, out, a: (g / (a + 1),) if g._data.dtype.kind != "c" else (g / cj(a + 1),),
-               out_form="log1p", complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
+               fwd_out=_LOG1P_FWD_OUT, complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
 # VML at every size: the optimizers' denominators (exp_avg_sq.sqrt(), a bias of ten numbers too) read it
 _sqrt_fwd = _vml.unary("sqrt", lambda xp, a: xp.sqrt(a), min_size=0)
 sqrt = _unary("sqrt", _sqrt_fwd,
