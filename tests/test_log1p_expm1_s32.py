@@ -118,3 +118,16 @@ def test_softplus_loss_of_mnist_forward_forward():
     got = tl.log1p(tl.exp(tl.cat([-tl.from_numpy(g[0]) + 2.0, tl.from_numpy(g[1]) - 2.0]))).mean()
     want = torch.log1p(torch.exp(torch.cat([-torch.from_numpy(g[0]) + 2.0, torch.from_numpy(g[1]) - 2.0]))).mean()
     assert got.item() == want.item()
+
+
+def test_compiled_expm1_is_fused_with_eagers_floats():
+    """float32 expm1 is a fused kernel's member (Sleef's form, vectorised): the same floats as PyTorch's."""
+    x = _values(50_000, 13)
+    x = np.where(np.isfinite(x), np.clip(x, -30, 30), x).astype(np.float32)
+
+    def f(a):
+        return (a * 1.5 - 0.25).expm1() * 2.0
+
+    want = torch.expm1(torch.from_numpy(x) * 1.5 - 0.25) * 2.0
+    assert _same(tl.compile(f)(tl.from_numpy(x)).numpy(), want.numpy())
+    assert _same(f(tl.from_numpy(x)).numpy(), want.numpy())
