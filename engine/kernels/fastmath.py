@@ -28,6 +28,8 @@ C code has them, none elsewhere), for the eager kernels that match PyTorch's CPU
 exp_sleef_u10       Sleef ``expf_u10`` (ATen's ``Vectorized<float>::exp``), <= 1 ulp
 tanh_sleef_u10      Sleef ``tanhf_u10`` (``Vectorized::tanh``, double-float arithmetic), <= 1 ulp
 log_sleef_u10       Sleef ``logf_u1`` (``Vectorized::log``, Sleef's ``_u10`` name), <= 1 ulp
+log1p_sleef_core    Sleef ``log1pf_u10`` (``Vectorized::log1p``) up to 1e38 (beyond, Sleef's ``logf_u1``), <= 1 ulp
+expm1_sleef_u10     Sleef ``expm1f_u10`` (``Vectorized::expm1``), <= 1 ulp
 erf_aten            ATen's ``Vectorized::erf`` (Abramowitz-Stegun 7.1.26 with Sleef's exp), ~1e-7 abs
 exp_u20, exp_onednn ATen's ``exp_u20`` / oneDNN's JIT exp (degree-5 polynomial), <= 20 ulp
 gelu_onednn_*       oneDNN's eltwise gelu_erf: AVX512 minimax pieces / Abramowitz-Stegun below AVX512
