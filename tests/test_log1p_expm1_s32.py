@@ -131,3 +131,13 @@ def test_compiled_expm1_is_fused_with_eagers_floats():
     want = torch.expm1(torch.from_numpy(x) * 1.5 - 0.25) * 2.0
     assert _same(tl.compile(f)(tl.from_numpy(x)).numpy(), want.numpy())
     assert _same(f(tl.from_numpy(x)).numpy(), want.numpy())
+
+
+def test_compiled_expm1_runs_inside_the_fused_kernel():
+    def f(x):
+        y = (x * 0.5).expm1() * 2.0 + 1.0
+        return (y.tanh() * y).sum()
+
+    ops = tl._dynamo.explain(f)(tl.randn(256)).ops_per_graph
+    fused = [o for o in ops[0] if o.startswith("fused(")]
+    assert any("expm1" in o[len("fused("):-1].split(", ") for o in fused)
