@@ -85,7 +85,12 @@ def test_relu_loops_write_every_element_and_leave_eager_unchanged():
         y, plain = np.full(gs.shape, 5.0, np.float32), np.empty(gs.shape, np.float32)
         loops.max2x2(y, xs, True)
         loops.max2x2(plain, xs, False)
-        assert np.array_equal(_bits(y), _bits(np.where((plain > 0) | np.isnan(plain), plain, np.float32(0.0))))
+        quads = (xs[..., ::2, ::2], xs[..., ::2, 1::2], xs[..., 1::2, ::2], xs[..., 1::2, 1::2])
+        assert np.array_equal(_bits(plain), _bits(np.maximum(np.maximum(np.maximum(*quads[:2]), quads[2]), quads[3])))
+        relued = np.empty(gs.shape, np.float32)      # eager's relu (x < 0 ? 0 : x, -0.0 kept) then the pool
+        loops.max2x2(relued, np.where(xs < 0, np.float32(0.0), xs), False)
+        assert np.array_equal(_bits(y), _bits(relued))
+        assert np.array_equal(_bits(y), _bits(torch.nn.functional.max_pool2d(torch.relu(torch.tensor(xs)), 2).numpy()))
         gx = np.full(xs.shape, 9.0, np.float32)
         loops.max2x2_put(xs, y, gx, gs, True)
         assert not (gx == 9.0).any() and not np.signbit(gx[gx == 0]).any()

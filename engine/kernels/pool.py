@@ -112,7 +112,12 @@ def _row_pairs(width: int, backward: bool):
                 m = quad[0]
                 for v in quad[1:]:
                     m = builder.select(builder.or_(builder.fcmp_ordered(">", m, v), uno(m)), m, v)
-                builder.store(passes(m, m), at(py, builder.add(yo, j), vf), align=4)
+                # relu then pool: where the maximum is not positive the outputs are the relu'd window's zeros,
+                # whose last (numpy's maximum keeps the second of equals) carries the sign: x11's
+                last = quad[3]
+                zeros = builder.select(builder.fcmp_ordered("<", last, zero), zero, last)
+                kept = builder.select(builder.or_(builder.fcmp_ordered(">", m, zero), uno(m)), m, zeros)
+                builder.store(builder.select(relu, kept, m), at(py, builder.add(yo, j), vf), align=4)
                 return []
             pg, pr = ptrs[2:]
             m = builder.load(at(py, builder.add(yo, j), vf), align=4)
@@ -147,9 +152,13 @@ _max8, _max4, _put8, _put4 = (_row_pairs(width, backward) for backward in (False
 
 
 @njit(**_JIT, inline="always")
-def _relu(m, relu):
-    """``m`` through ReLU when ``relu`` (a NaN kept), else ``m``."""
-    return F(0.0) if relu and not (m > F(0.0) or m != m) else m
+def _relu(m, last, relu):
+    """With ``relu``, the maximum of a window's ReLUs (``x < 0 ? 0 : x``, a NaN and -0.0 kept) from its plain
+    maximum ``m`` and its last element ``last``: ``m`` where positive or NaN, else the zeros' last, ``last``'s
+    ReLU (numpy's maximum keeps the second of equals); ``m`` without ``relu``."""
+    if relu and not (m > F(0.0) or m != m):
+        return F(0.0) if last < F(0.0) else last
+    return m
 
 
 @njit(**_JIT)
@@ -159,8 +168,8 @@ def max2x2(y, x, relu):
     one pass over the input, the same values (NaN and signed zeros included). A row's outputs go 8
     (or 4) at a time as vectors (``_row_pairs``), the last block ending at the row's end (it writes
     some outputs again, the same values); rows under 4 outputs as scalars. ``relu``: the maxima
-    through ReLU (the compiled fused ReLU then pool: ``relu`` of the maximum is the maximum of the
-    ``relu``s)."""
+    through ReLU (the compiled fused ReLU then pool: the maximum of the ``relu``s, signed zeros as eager's
+    relu then pool give them)."""
     ow, w = y.shape[3], x.shape[3]
     xf, yf = x.reshape(-1), y.reshape(-1)
     for row in range(y.shape[0] * y.shape[1] * y.shape[2]):
@@ -177,7 +186,8 @@ def max2x2(y, x, relu):
         else:
             for j in range(ow):
                 k = xo + 2 * j
-                yf[yo + j] = _relu(_np_max(_np_max(_np_max(xf[k], xf[k + 1]), xf[k + w]), xf[k + w + 1]), relu)
+                last = xf[k + w + 1]
+                yf[yo + j] = _relu(_np_max(_np_max(_np_max(xf[k], xf[k + 1]), xf[k + w]), last), last, relu)
 
 
 @njit(**_JIT)
