@@ -308,6 +308,10 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
     n, o = x.shape[0], w.shape[0]
     if n == 0:   # an empty batch (no RoIs in a detection head): an empty result of the output's shape
         return xp.zeros((0, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
+    if _depthwise(xp, x, w, groups):
+        y = xp.empty((n, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
+        _depthwise_planes("forward", x, w, stride, pads, dilation, y)
+        return _winograd.add_bias(y, bias)
     if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
         return _winograd.conv3x3(xp, x, w, pads, bias)
     if _few_channels_direct(xp, x, w, stride, pads, dilation, groups):
@@ -341,6 +345,23 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
 # GEMM (us, one / two threads, torch in brackets; issue 17 session 29): the ResNet stem's 3 -> 32 at 16x16
 # 142 / 239 -> 73 / 50 (94 / 79), the CNN's 1 -> 16 at 28x28 148 / 92 -> 133 / 75 (217 / 111), 3 -> 64 at
 # 224x224 4973 / 2753 -> 3872 / 1792 (3904 / 2105); eight output channels' accumulators in registers
+
+
+def _depthwise(xp, x, w, groups) -> bool:
+    """Whether a convolution (or its input gradient: ``x`` then the output gradient) runs the depthwise
+    loops (``kernels/depthwise.py``): 2-D, one channel a group in and out, float32 C-contiguous."""
+    return (x.ndim == 4 and groups == x.shape[1] == w.shape[0] and w.shape[1] == 1
+            and kernels.use(xp, x, w))
+
+
+def _depthwise_planes(name, src, w, stride, pads, dilation, out) -> None:
+    """``kernels.loops("depthwise").<name>`` over ``out``'s (image, channel) planes, split over the threads."""
+    n, c = out.shape[:2]
+    flat = lambda a: a.reshape((n * c,) + a.shape[2:])
+    args = (flat(src), w.reshape(c, *w.shape[2:]), *stride, pads[0][0], pads[1][0], *dilation, flat(out))
+    kernels.parallel_ranges(getattr(kernels.loops("depthwise"), name), n * c,
+                            src.size * math.prod(w.shape[2:]) + out.size,
+                            lambda first, lo, hi: args + (lo, hi), shared=True)
 
 
 def _few_channels_direct(xp, x, w, stride, pads, dilation, groups) -> bool:
@@ -385,6 +406,10 @@ def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
     kernel = w.shape[2:]
     if y.shape[0] == 0:
         return xp.zeros((0, w.shape[1] * groups) + tuple(in_size), y.dtype)
+    if _depthwise(xp, y, w, groups):
+        gx = xp.empty(y.shape[:2] + tuple(in_size), y.dtype)
+        _depthwise_planes("input_grad", y, w, stride, pads, dilation, gx)
+        return gx
     reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
     if groups == 1 and all(s == 1 for s in stride):
         flipped_pads = _flipped_pads(xp, y, w, pads, dilation, in_size)
@@ -465,6 +490,12 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, o) and \
             tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads):
         return _winograd.weight3x3(xp, x, gy, pads)
+    if x.ndim == 4 and groups == x.shape[1] == o and kernels.use(xp, x, gy):   # depthwise (``_depthwise``)
+        gw = xp.empty((o,) + tuple(kernel), xp.float64)
+        kernels.parallel_ranges(kernels.loops("depthwise").weight_grad, o, x.size * math.prod(kernel),
+                                lambda first, lo, hi: (x, gy, *stride, pads[0][0], pads[1][0], *dilation, gw, lo, hi),
+                                shared=True)
+        return gw.astype(x.dtype).reshape((o, 1) + tuple(kernel))
     if _by_taps(xp, x, gy, kernel, stride, pads, dilation, groups):
         return _weight_by_taps(xp, x, gy, kernel, pads)
     if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
