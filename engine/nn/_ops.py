@@ -349,15 +349,16 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
 
 def _depthwise(xp, x, w, groups) -> bool:
     """Whether a convolution (or its input gradient: ``x`` then the output gradient) runs the depthwise
-    loops (``kernels/depthwise.py``): 2-D, one channel a group in and out, float32 C-contiguous."""
+    loops (``kernels/depthwise.py``): 2-D, one channel a group in and out, float32, ``w`` C-contiguous
+    (``x`` is made so: a ``sum()``'s output gradient is a broadcast)."""
     return (x.ndim == 4 and groups == x.shape[1] == w.shape[0] and w.shape[1] == 1
-            and kernels.use(xp, x, w))
+            and kernels.use(xp, w) and type(x) is np.ndarray and x.dtype == w.dtype)
 
 
 def _depthwise_planes(name, src, w, stride, pads, dilation, out) -> None:
     """``kernels.loops("depthwise").<name>`` over ``out``'s (image, channel) planes, split over the threads."""
     n, c = out.shape[:2]
-    flat = lambda a: a.reshape((n * c,) + a.shape[2:])
+    flat = lambda a: np.ascontiguousarray(a).reshape((n * c,) + a.shape[2:])
     args = (flat(src), w.reshape(c, *w.shape[2:]), *stride, pads[0][0], pads[1][0], *dilation, flat(out))
     kernels.parallel_ranges(getattr(kernels.loops("depthwise"), name), n * c,
                             src.size * math.prod(w.shape[2:]) + out.size,
@@ -490,8 +491,9 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, o) and \
             tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads):
         return _winograd.weight3x3(xp, x, gy, pads)
-    if x.ndim == 4 and groups == x.shape[1] == o and kernels.use(xp, x, gy):   # depthwise (``_depthwise``)
-        gw = xp.empty((o,) + tuple(kernel), xp.float64)
+    if x.ndim == 4 and groups == x.shape[1] == o and kernels.use(xp, x) and type(gy) is np.ndarray \
+            and gy.dtype == x.dtype:   # depthwise (``_depthwise``)
+        gw, gy = xp.empty((o,) + tuple(kernel), xp.float64), xp.ascontiguousarray(gy)
         kernels.parallel_ranges(kernels.loops("depthwise").weight_grad, o, x.size * math.prod(kernel),
                                 lambda first, lo, hi: (x, gy, *stride, pads[0][0], pads[1][0], *dilation, gw, lo, hi),
                                 shared=True)
