@@ -349,9 +349,10 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
 
 def _depthwise(xp, x, w, groups) -> bool:
     """Whether a convolution (or its input gradient: ``x`` then the output gradient) runs the depthwise
-    loops (``kernels/depthwise.py``): 2-D, one channel a group in and out, float32, ``w`` C-contiguous
-    (``x`` is made so: a ``sum()``'s output gradient is a broadcast)."""
-    return (x.ndim == 4 and groups == x.shape[1] == w.shape[0] and w.shape[1] == 1
+    loops (``kernels/depthwise.py``): 2-D, one channel a group in and out, more than one group (a
+    one-channel convolution keeps its stem loops), float32, ``w`` C-contiguous (``x`` is made so: a
+    ``sum()``'s output gradient is a broadcast)."""
+    return (x.ndim == 4 and 1 < groups == x.shape[1] == w.shape[0] and w.shape[1] == 1
             and kernels.use(xp, w) and type(x) is np.ndarray and x.dtype == w.dtype)
 
 
@@ -491,7 +492,7 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, o) and \
             tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads):
         return _winograd.weight3x3(xp, x, gy, pads)
-    if x.ndim == 4 and groups == x.shape[1] == o and kernels.use(xp, x) and type(gy) is np.ndarray \
+    if x.ndim == 4 and 1 < groups == x.shape[1] == o and kernels.use(xp, x) and type(gy) is np.ndarray \
             and gy.dtype == x.dtype:   # depthwise (``_depthwise``)
         gw, gy = xp.empty((o,) + tuple(kernel), xp.float64), xp.ascontiguousarray(gy)
         kernels.parallel_ranges(kernels.loops("depthwise").weight_grad, o, x.size * math.prod(kernel),
