@@ -79,14 +79,17 @@ def test_depthwise_same_floats_any_threads():
         assert np.array_equal(a, b)
 
 
-def test_conv_transpose_depthwise_matches_torch():
-    """A transposed depthwise convolution (its forward the loops' input gradient, output padding included)."""
+@pytest.mark.parametrize("stride,dilation", [(2, 1), (1, 2)])
+def test_conv_transpose_depthwise_matches_torch(stride, dilation):
+    """A transposed depthwise convolution (its forward the loops' input gradient, output padding included:
+    at stride 1 the output reaches past the grid's rows and columns)."""
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((2, 4, 7, 8)).astype(np.float32), rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
     res = []
     for lib in (torch, tapelab):
         xt, wt = lib.from_numpy(x.copy()).requires_grad_(), lib.from_numpy(w.copy()).requires_grad_()
-        y = lib.nn.functional.conv_transpose2d(xt, wt, stride=2, padding=1, output_padding=1, groups=4)
+        y = lib.nn.functional.conv_transpose2d(xt, wt, stride=stride, padding=1, output_padding=1,
+                                               dilation=dilation, groups=4)
         y.backward(lib.from_numpy(np.linspace(-1, 1, y.numel(), dtype=np.float32).reshape(tuple(y.shape))))
         res.append([y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy()])
     _close(res[1], res[0])
