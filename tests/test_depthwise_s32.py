@@ -102,3 +102,21 @@ def test_depthwise_float64_gradcheck(stride, padding, dilation):
     w = tapelab.from_numpy(rng.standard_normal((3, 1, 3, 3))).requires_grad_()
     f = lambda a, b: tapelab.nn.functional.conv2d(a, b, stride=stride, padding=padding, dilation=dilation, groups=3)
     assert tapelab.autograd.gradcheck(f, (x, w))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_non_finite_inputs_reach_only_the_taps_that_meet_them(stride):
+    """A NaN and an inf in the input: the output and both gradients as torch's (the weight gradient's taps
+    that never meet the inf stay finite: no product with a padding column)."""
+    rng = np.random.default_rng(32)
+    x = rng.standard_normal((2, 4, 8, 8)).astype(np.float32)
+    x[0, 1, 3, 3], x[1, 2, 0, 0] = np.nan, np.inf
+    w = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    got = {}
+    for lib in (tapelab, torch):
+        xt, wt = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        y = lib.nn.functional.conv2d(xt, wt, padding=1, stride=stride, groups=4)
+        y.sum().backward()
+        got[lib] = (y.detach().numpy(), wt.grad.numpy(), xt.grad.numpy())
+    for ours, theirs in zip(got[tapelab], got[torch]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)

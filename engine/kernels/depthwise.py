@@ -94,7 +94,7 @@ def _input_grad_rows(gy, w, sh, sw, pt, pl, dh, dw, gx, p0, p1):
                     _axpy(out[r * sh + ki * dh - pt], q0 * sw + start, sw, src[r], q0, 1, q1 - q0, wv)
 
 
-@njit(**_JIT, fastmath=True)
+@njit(**_JIT, fastmath={"reassoc", "contract"})   # no nnan/ninf: a NaN or inf input reaches the gradient
 def _weight_grad_rows(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1):
     """Channels ``c0:c1`` of the weight gradient ``gw (C, kh, kw)`` (float64) from ``x (N, C, H, W)`` and
     ``gy (N, C, OH, OW)``: per tap, the dot products of output rows with the input rows under them, summed
@@ -188,24 +188,25 @@ def _input_grad_flat(gy, w, pt, pl, dh, dw, gx, p0, p1):
         _take(full[:full.size - dw * (kw - 1)], width, pt, pl, gx[p])
 
 
-@njit(**_JIT, fastmath=True)
+@njit(**_JIT, fastmath={"reassoc", "contract"})   # no nnan/ninf: a NaN or inf input reaches the gradient
 def _weight_grad_flat(x, gy, pt, pl, dh, dw, gw, c0, c1):
     kh, kw = gw.shape[1], gw.shape[2]
     oh, ow = gy.shape[2], gy.shape[3]
     width, n = ow + dw * (kw - 1), oh * (ow + dw * (kw - 1))
     pad = np.zeros((oh + dh * (kh - 1)) * width + dw * (kw - 1), x.dtype)
-    grid = np.zeros(n, gy.dtype)
     for ch in range(c0, c1):
         sums = np.zeros((kh, kw))
         for i in range(x.shape[0]):
             pad[:] = 0
             _place(x[i, ch], pad[:pad.size - dw * (kw - 1)], width, pt, pl)
-            _place(gy[i, ch], grid, width, 0, 0)
+            g = gy[i, ch]
             for ki in range(kh):
                 for kj in range(kw):
                     run, total = pad[ki * dh * width + kj * dw:ki * dh * width + kj * dw + n], 0.0
-                    for f in range(n):
-                        total += float(grid[f]) * float(run[f])
+                    for r in range(oh):   # each output row against the input under it: no product with the
+                        row = r * width   # grid's gap columns (0 * inf would be NaN where torch has none)
+                        for q in range(ow):
+                            total += float(g[r, q]) * float(run[row + q])
                     sums[ki, kj] += total
         gw[ch] = sums
 
