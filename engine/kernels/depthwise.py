@@ -194,19 +194,18 @@ def _weight_grad_flat(x, gy, pt, pl, dh, dw, gw, c0, c1):
     oh, ow = gy.shape[2], gy.shape[3]
     width, n = ow + dw * (kw - 1), oh * (ow + dw * (kw - 1))
     pad = np.zeros((oh + dh * (kh - 1)) * width + dw * (kw - 1), x.dtype)
+    grid = np.zeros(n, gy.dtype)
     for ch in range(c0, c1):
         sums = np.zeros((kh, kw))
         for i in range(x.shape[0]):
             pad[:] = 0
             _place(x[i, ch], pad[:pad.size - dw * (kw - 1)], width, pt, pl)
-            g = gy[i, ch]
+            _place(gy[i, ch], grid, width, 0, 0)
             for ki in range(kh):
                 for kj in range(kw):
                     run, total = pad[ki * dh * width + kj * dw:ki * dh * width + kj * dw + n], 0.0
-                    for r in range(oh):   # each output row against the input under it: no product with the
-                        row = r * width   # grid's gap columns (0 * inf would be NaN where torch has none)
-                        for q in range(ow):
-                            total += float(g[r, q]) * float(run[row + q])
+                    for f in range(n):
+                        total += float(grid[f]) * float(run[f])
                     sums[ki, kj] += total
         gw[ch] = sums
 
@@ -230,10 +229,23 @@ def input_grad(gy, w, sh, sw, pt, pl, dh, dw, gx, p0, p1):
 
 
 @njit(**_JIT)
+def _finite(x, c0, c1) -> bool:
+    """Whether every value of channels ``c0:c1`` of ``x (N, C, H, W)`` is finite."""
+    for i in range(x.shape[0]):
+        for ch in range(c0, c1):
+            for v in x[i, ch].flat:
+                if not np.isfinite(v):
+                    return False
+    return True
+
+
+@njit(**_JIT)
 def weight_grad(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1):
     """Channels ``c0:c1`` of the weight gradient ``gw (C, kh, kw)`` (float64) from ``x (N, C, H, W)`` and
     ``gy (N, C, OH, OW)``, each channel's sums over its images in order."""
-    if sh == sw == 1 and pt >= 0 and pl >= 0:
+    if sh == sw == 1 and pt >= 0 and pl >= 0 and _finite(x, c0, c1):
+        # the flat form multiplies the grid's zero gap columns too: 0 * inf or 0 * NaN would reach taps that
+        # never meet that input (torch's have none), so a channel with one takes the rows
         _weight_grad_flat(x, gy, pt, pl, dh, dw, gw, c0, c1)
     else:
         _weight_grad_rows(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1)
