@@ -21,3 +21,16 @@ def thread_counts(counts: Sequence[int], *, loops: bool = False, ids=None):
         torch.set_num_threads(request.param)
         return request.param
     return threads
+
+
+def loops_at_one_thread():
+    """An autouse fixture for tests that compare the eager kernels' loops with torch's bit for bit: both
+    libraries at one thread (torch's vector loops split the work otherwise), skipped where the loops are off."""
+    @pytest.fixture(autouse=True)
+    def loops_at_one_thread():
+        from tapelab import kernels
+        import torch
+        if not kernels.enabled():
+            pytest.skip("the fused loops are off")
+        torch.set_num_threads(1)
+    return loops_at_one_thread

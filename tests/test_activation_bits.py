@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("numba")   # the exact loops exist only with numba (the [jit] extra)
 torch = pytest.importorskip("torch")
 
+from _threads import loops_at_one_thread  # noqa: E402
 import tapelab as tl  # noqa: E402
 import tapelab.nn.functional as TF  # noqa: E402
-from tapelab import kernels  # noqa: E402
 
 EDGES = np.array([0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38, -1.1754944e-38, 88.72283, 88.72284, 89.0, 100.0, 100.1,
                   -87.33654, -88.7, -103.97207, -103.97208, -104.0, -104.1, 3.4028235e38, -3.4028235e38, np.inf,
@@ -24,11 +24,7 @@ EDGES = np.array([0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38, -1.1754944e-38, 88.72
 SIZES = [1, 2, 7, 16, 17, 31, 32, 33, 100, 4099, 40_000]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    if not kernels.enabled():
-        pytest.skip("the fused loops are off")
-    torch.set_num_threads(1)
+_one_thread = loops_at_one_thread()
 
 
 def _inputs(n: int, seed: int, scale: float = 4.0) -> np.ndarray:

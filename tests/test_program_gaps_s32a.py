@@ -13,19 +13,15 @@ import pytest
 pytest.importorskip("numba")   # the exact loop exists only with numba (the [jit] extra)
 torch = pytest.importorskip("torch")
 
+from _threads import loops_at_one_thread  # noqa: E402
 import tapelab as tl  # noqa: E402
-from tapelab import kernels  # noqa: E402
 
 _EDGES = np.array([0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1.1754942e-38, 0.5, 2.0, -2.0, 88.0, 1e20, -1e-20,
                    3.4028235e38, np.inf, -np.inf, np.nan], np.float32)
 _EXPONENTS = [4, 5, -4, 1.5, 2.5, -3.5, 0.3, 7.0, 100.0, 1e-3, -0.7, float("inf"), float("-inf"), float("nan")]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    if not kernels.enabled():
-        pytest.skip("the fused loops are off")
-    torch.set_num_threads(1)
+_one_thread = loops_at_one_thread()
 
 
 def _values(n: int, seed: int) -> np.ndarray:

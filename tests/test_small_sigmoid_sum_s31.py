@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("numba")   # the exact loops exist only with numba (the [jit] extra)
 torch = pytest.importorskip("torch")
 
+from _threads import loops_at_one_thread  # noqa: E402
 import tapelab as tl  # noqa: E402
 from tapelab import kernels  # noqa: E402
 from tapelab.ops import elementwise  # noqa: E402
@@ -16,11 +17,7 @@ from tapelab.ops import elementwise  # noqa: E402
 PARALLEL_MIN = kernels.PARALLEL_MIN
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    if not kernels.enabled():
-        pytest.skip("the fused loops are off")
-    torch.set_num_threads(1)
+_one_thread = loops_at_one_thread()
 
 
 def _values(n: int, seed: int) -> np.ndarray:
