@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
-from . import PARALLEL_MIN, entry, parallel
+from . import PARALLEL_MIN, entry, parallel, split_count
 from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, expm1_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, log1p_sleef_core, log_sleef_u10, pow_sleef_u10, select,
@@ -42,8 +42,9 @@ _LOG1P_BOUND = F(1e38)                                                   # Sleef
 # erf, and the rest with its scalar lambda, whose exp/tanh/erf are libm's (numba's ``math`` calls the same
 # ``expf``/``tanhf``/``erff``). Each loop here does the same, in the same order of operations; the FMAs are
 # where GCC contracted ATen's code (measured against torch: silu's backward, the tanh-form gelu, ...).
-# A caller that splits the array across threads cuts it at multiples of ``block`` (``parallel(align=)``),
-# so only the array's own tail takes the scalar path, as in ATen on one thread.
+# Above ATen's grain ``parallel_for`` gives each thread a chunk of ``ceil(n / tasks)`` elements, each with
+# its own scalar tail: ``aten_map`` reads a dense array as rows of that chunk (``_chunk``) and cuts it
+# between them, so the same elements take the scalar path as in ATen at every thread count.
 @njit(**_JIT)
 def _sigmoid(x, out, exact):
     for i in range(x.shape[0]):
@@ -538,20 +539,29 @@ def aten_map(loop, arrays, params):
         else:
             loop(*[a.reshape(-1) for a in arrays], out.reshape(-1), *params, block, x.size)
         return out
+    n = x.size
     if all(a.flags.c_contiguous for a in arrays):
-        order, run = "C", x.size
+        order, run = "C", _chunk(n)
     elif all(a.flags.f_contiguous for a in arrays):
-        order, run = "F", x.size
+        order, run = "F", _chunk(n)
     else:       # TensorIterator's order is the first operand's; taken as C here, the loop the shortest run
         order, run = "C", min(_run(a) for a in arrays)
     out = np.empty(x.shape, np.float32, order=order)
     flats = [a.ravel(order=order) for a in arrays]
-    n = x.size
     if run == 0:
         run, block = n, n + 1
     parallel(loop, len(arrays) + 1, *flats, out.ravel(order=order), *params, block, run,
              align=block if run >= n else run)
     return out
+
+
+def _chunk(n: int) -> int:
+    """The length of ATen's loop over a dense array of ``n`` elements: ``parallel_for``'s chunk,
+    ``ceil(n / tasks)``, each chunk a loop with a scalar tail of its own, so the elements that take the
+    scalar formula depend on the thread count (at two threads, 100003 elements: the last 17 of each half,
+    not the array's last 3). Read as rows of this length, the loop gives torch's floats at every count,
+    split here or not."""
+    return -(-n // split_count(n))
 
 
 _F32 = np.dtype(np.float32)

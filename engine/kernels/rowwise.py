@@ -491,13 +491,14 @@ def target_weights(t, w, ignore, wt):
 
 
 @njit(**_JIT_EXACT)
-def cross_entropy(x, t, wt, loss, w, ignore, smooth, w_sum, lanes=16):
+def cross_entropy(x, t, wt, loss, lse, w, ignore, smooth, w_sum, lanes=16):
     """``loss[r] = -sum_c a[c] logp[c]`` with ``logp = (x - max) - log(sum(exp(x - max)))``, from
     the target term and ``sum_c w[c] (x[c] - max)`` (as PyTorch's, a class of weight 0 at -inf
     makes the smoothed loss nan); 0 for an ignored row. The rows' logs are taken after all sums,
     in one loop over rows that vectorises (a libm log per row was a third of the time at C = 8).
     exp, the sum's order and log are ``log_softmax``'s (ATen's), so without label smoothing the loss
-    is PyTorch's ``nll_loss(log_softmax(x))`` bit for bit."""
+    is PyTorch's ``nll_loss(log_softmax(x))`` bit for bit. ``lse[r]`` gets the row's log of its sum (0
+    for an ignored row), which ``cross_entropy_backward`` reads instead of summing again."""
     R, C = x.shape
     bits = x.view(np.int32)
     picked = np.zeros(R, np.float32)    # x[t] - max, then the loss
@@ -523,12 +524,17 @@ def cross_entropy(x, t, wt, loss, w, ignore, smooth, w_sum, lanes=16):
     ls_c = smooth / F(C)
     for r in range(R):
         lg = log_sleef_u10(loss[r])
-        loss[r] = -((wt[r] * keep) * (picked[r] - lg)) - ls_c * (sw[r] - lg * w_sum) + F(0.0)   # + 0: not -0.0
+        lse[r] = lg
+        if t[r] == ignore:   # +0.0 as ATen's; a kept row's is -0.0 where its log-probability is 0 (C = 1)
+            loss[r] = F(0.0)
+        else:
+            loss[r] = -((wt[r] * keep) * (picked[r] - lg)) - ls_c * (sw[r] - lg * w_sum)
 
 
 @njit(**_JIT)
-def cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
-    """``out[r] = (softmax(x[r]) A - a) gs[r]``, 0 for an ignored row."""
+def _smoothed_cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
+    """``out[r] = (softmax(x[r]) A - a) gs[r]``, 0 for an ignored row (within float32 rounding of
+    PyTorch's, whose ``u`` rows have a value in every column)."""
     R, C = x.shape
     bits = x.view(np.int32)
     ls_c = smooth / F(C)
@@ -547,6 +553,40 @@ def cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
         for c in range(C):
             out[r, c] = out[r, c] * k - b * w[c]
         out[r, ti] = exp32(x[r, ti] - m) * k - (a_t + ls_c * w[ti]) * g
+
+
+@njit(**_JIT_EXACT)
+def cross_entropy_backward(x, t, wt, gs, out, lse, w, ignore, smooth, w_sum, known, lanes=16):
+    """The gradient of ``nll_loss(log_softmax(x))`` as PyTorch's two backwards compute it: nll_loss's
+    ``u`` (``-(w[t] gs[r])`` at the target, zeros elsewhere), then log_softmax's ``u - exp(logp) sum(u)``
+    with ``logp = (x - max) - lse`` as ``log_softmax`` makes it: bit for bit. ``lse`` holds the rows'
+    logs of their sums where ``known`` (the forward's), else it is filled here (``log_softmax``'s exps,
+    sum and log). A row's ``sum(u)`` is its one value (``+ 0``: a -0.0 target value sums to +0.0 in
+    ATen's lanes); an ignored row's is 0, so its gradient is 0 (nan where its logits are). With label
+    smoothing ``_smoothed_cross_entropy_backward``."""
+    if smooth != F(0.0):
+        _smoothed_cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum)
+        return
+    R, C = x.shape
+    bits = x.view(np.int32)
+    for r in range(R):
+        ti = t[r]
+        m = _row_max(bits, r, C)
+        xr, o = x[r], out[r]
+        if not known:
+            for c in range(C):
+                o[c] = exp_sleef_u10(xr[c] - m)
+            lse[r] = log_sleef_u10(_lane_sum(o, C, lanes))
+        lg = lse[r]
+        if ti == ignore:
+            u = s = F(0.0)
+        else:
+            u = -(wt[r] * gs[r])
+            s = u if C == 1 else u + F(0.0)
+        for c in range(C):
+            o[c] = fma(-exp_sleef_u10((xr[c] - m) - lg), s, F(0.0))
+        if ti != ignore:
+            o[ti] = fma(-exp_sleef_u10((xr[ti] - m) - lg), s, u)
 
 
 @njit(**_JIT)

@@ -783,23 +783,41 @@ def _ce_loop_params(x, wc, p) -> tuple:
 
 
 def _ce_fwd(xp, x, t, *w, cdim, **p):
+    return _ce_forward(xp, x, t, w, cdim, p)[0]
+
+
+def _ce_fwd_saving(xp, x, t, *w, cdim, **p):
+    """The loss and, where the loop runs, its rows' logs of their exps' sums for the backward (an empty
+    array elsewhere: that backward recomputes them)."""
+    loss, lse = _ce_forward(xp, x, t, w, cdim, p)
+    return loss, xp.empty((0,), x.dtype) if lse is None else lse
+
+
+def _ce_forward(xp, x, t, w, cdim, p):
+    """``(loss, the rows' log-sum-exps or None)``."""
     if x.dtype is BFLOAT16_NP:   # PyTorch's: log_softmax rounded to bfloat16, then nll_loss in float32
-        return _nll_fwd(xp, _log_softmax_fwd(xp, x, dim=cdim), t, *w, cdim=cdim, **p)
+        return _nll_fwd(xp, _log_softmax_fwd(xp, x, dim=cdim), t, *w, cdim=cdim, **p), None
     looped = _ce_loop_inputs(xp, x, t, w, cdim, p)
     if looped is not None:
         t, wc, wt = looped
-        loss = xp.empty(t.shape[0], x.dtype)
-        kernels.parallel(kernels.loops("rowwise").cross_entropy, 4, x, t, wt, loss, wc, *_ce_loop_params(x, wc, p),
-                         kernels.loops("pointwise").aten_lanes())
-        return _reduce_class_loss(xp, loss, t, wt, bool(w), p["reduction"], p)
+        loss, lse = xp.empty(t.shape[0], x.dtype), xp.empty(t.shape[0], x.dtype)
+        kernels.parallel(kernels.loops("rowwise").cross_entropy, 5, x, t, wt, loss, lse, wc,
+                         *_ce_loop_params(x, wc, p), kernels.loops("pointwise").aten_lanes())
+        return _reduce_class_loss(xp, loss, t, wt, bool(w), p["reduction"], p), lse
     logp = _log_softmax_fwd(xp, x, dim=cdim)
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is None:
-        return _nll_fwd(xp, logp, t, *w, cdim=cdim, **p)
-    return _reduce_class_loss(xp, -logp[rows, t], t, xp.ones(t.shape[0], logp.dtype), False, p["reduction"], p)
+        return _nll_fwd(xp, logp, t, *w, cdim=cdim, **p), None
+    return _reduce_class_loss(xp, -logp[rows, t], t, xp.ones(t.shape[0], logp.dtype), False, p["reduction"], p), None
 
 
-def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
+def _ce_bwd_fwd(xp, g, x, t, *w, cdim, saved=False, **p):
+    """With ``saved``, ``w`` ends with the forward's rows' log-sum-exps (empty where it did not keep them),
+    which the loop reads instead of recomputing."""
+    lse = None
+    if saved:
+        *w, lse = w
+        lse = lse if lse.size else None
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_ce_bwd_fwd, xp, g, x, t, *w, cdim=cdim, **p)
     looped = _ce_loop_inputs(xp, x, t, w, cdim, p)
@@ -809,8 +827,10 @@ def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
         gs = (xp.ascontiguousarray(g, x.dtype) if reduction == "none" else   # (add.reduce: wt.sum()'s sum
               xp.full(t.shape[0], g / xp.add.reduce(wt) if reduction == "mean" else g, x.dtype))   # without its wrapper)
         out = xp.empty_like(x)
-        kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 5, x, t, wt, gs, out, wc,
-                         *_ce_loop_params(x, wc, p))
+        known = lse is not None
+        kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 6, x, t, wt, gs, out,
+                         lse if known else xp.empty(t.shape[0], x.dtype), wc, *_ce_loop_params(x, wc, p), known,
+                         kernels.loops("pointwise").aten_lanes())
         return out
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is not None:
@@ -839,12 +859,29 @@ def _ce_vjp(g, out, x, t, *w, **p):
     return (apply(_ce_bwd, g, x, t, *w, **p), None) + (None,) * len(w)
 
 
+def _ce_passthrough(xp, x, t, *rest, cdim, **p):
+    """The differentiable op's forward: the loss ``cross_entropy_forward`` made."""
+    return rest[-2]
+
+
+def _ce_saved_vjp(g, out, x, t, *rest, **p):
+    """The pass-through op's vjp: ``rest`` ends with the raw loss and the forward's rows' log-sum-exps,
+    which the plain backward's loop reads instead of recomputing (create_graph: ``_ce_vjp``'s ops)."""
+    *w, _, lse = rest
+    if is_grad_enabled():
+        return _ce_vjp(g, out, x, t, *w, **p) + (None, None)
+    return (apply(_ce_bwd, g, x, t, *w, lse, saved=True, **p), None) + (None,) * (len(w) + 2)
+
+
+_CE_ATEN = "cross_entropy_loss(log_softmax(_log_softmax), nll_loss_nd(nll_loss(nll_loss_forward)))"
 _nll = Op("nll_loss", _nll_fwd, _nll_vjp, saves=NONE, cost=lambda s, out: math.prod(s[1]),
           aten="nll_loss_nd(nll_loss(nll_loss_forward))")
 _nll_bwd = Op("nll_loss_backward", _nll_bwd_fwd, _nll_bwd_vjp, saves=NONE, cost=_numel)
 _ce = Op("cross_entropy", _ce_fwd, _ce_vjp, cost=lambda s, out: 4 * math.prod(s[0]),
          backward_name="NllLossBackward0",   # PyTorch's loss node: nll_loss of log_softmax
-         aten="cross_entropy_loss(log_softmax(_log_softmax), nll_loss_nd(nll_loss(nll_loss_forward)))")
+         aten=_CE_ATEN)
+_ce_saving = Op("cross_entropy_forward", _ce_fwd_saving, None, n_extra=1, aten=_CE_ATEN)
+_ce_saved = Op("cross_entropy_saved_lse", _ce_passthrough, _ce_saved_vjp, n_kept=2, backward_name="NllLossBackward0")
 _ce_bwd = Op("cross_entropy_backward", _ce_bwd_fwd, _ce_bwd_vjp, cost=lambda s, out: 4 * math.prod(out),
              aten="nll_loss_backward, _log_softmax_backward_data")
 
@@ -858,7 +895,13 @@ def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: 
 
 def cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
                   label_smoothing: float, check: bool) -> Tensor:
-    """log_softmax and class-index NLL (with label smoothing) as one op."""
-    return apply(_ce, x, target, *((weight,) if weight is not None else ()), cdim=int(x.ndim >= 2),
-                 reduction=reduction, ignore_index=ignore_index, label_smoothing=float(label_smoothing),
-                 check=check)
+    """log_softmax and class-index NLL (with label smoothing) as one op. Where a gradient will be taken of
+    float32 logits, ``cross_entropy_forward`` keeps the rows' log-sum-exps and ``cross_entropy_saved_lse``
+    passes its loss through (as layer norm keeps its statistics): the backward then exps each logit once."""
+    w = (weight,) if weight is not None else ()
+    params = dict(cdim=int(x.ndim >= 2), reduction=reduction, ignore_index=ignore_index,
+                  label_smoothing=float(label_smoothing), check=check)
+    if x.dtype is _float32 and x.requires_grad and keeps_forwards() and is_grad_enabled():
+        loss, lse = apply(_ce_saving, x, target, *w, **params)
+        return apply(_ce_saved, x, target, *w, loss, lse, **params)
+    return apply(_ce, x, target, *w, **params)
