@@ -339,6 +339,15 @@ def _vector_width(features: dict) -> str:
     return "512" if features.get("avx512f") else "256"
 
 
+def _noalias_pointers(define: str) -> str:
+    """The loop's ``define`` line with every array pointer (``%arg.p..``) marked ``noalias``: the outputs
+    are fresh arrays and the inputs are only read, so LLVM vectorises the loop without runtime overlap
+    checks between them. Past a few pointers it gives up on those checks and leaves the loop scalar:
+    chain1M's backward (five inputs, two outputs) ran so, 1.42 ms against 0.70 vectorised, after LLVM's
+    ``captures(none)`` attribute (parentheses) kept an older pattern from marking any pointer."""
+    return re.sub(r"ptr (?!noalias)([^%,]*?)%arg\.p", r"ptr noalias \1%arg.p", define)
+
+
 def _object_code(kernel: Kernel) -> tuple:
     """``(object file bytes, symbol)``: numba compiles the loop, llvmlite vectorises it and emits
     position-independent code."""
@@ -351,10 +360,8 @@ def _object_code(kernel: Kernel) -> tuple:
     cres = fn.overloads[fn.signatures[0]]
     symbol = cres.fndesc.mangled_name
     features = llvm.get_host_cpu_features()
-    # the outputs are fresh arrays and the inputs are only read: with the pointers marked noalias,
-    # LLVM vectorises the loop without runtime overlap checks between them
     width = f' "prefer-vector-width"="{_vector_width(features)}" {{'
-    text = "\n".join(re.sub(r"\{$", width, re.sub(r"ptr (?!noalias)([^%,()]*)%arg\.p", r"ptr noalias \1%arg.p", line))
+    text = "\n".join(re.sub(r"\{$", width, _noalias_pointers(line))
                      if line.startswith("define") and f"@{symbol}(" in line else line
                      for line in cres.library.get_llvm_str().splitlines())
     module = llvm.parse_assembly(text)
