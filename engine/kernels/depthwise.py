@@ -3,9 +3,12 @@ gradient and weight gradient as numba loops (``nn/_ops.py`` loads them through `
 once ``kernels.use`` says yes).
 
 im2col with one group per channel makes a GEMM of one output row and ``kh * kw`` columns per channel, and
-its copies cost more than the products (8x64x56x56 7x7: 54 ms forward, torch 2.8). Here each channel's
-plane is its own: the taps outer, the output row the vectorised inner loop, the row range inside the
-input worked out once per tap and row (no bounds test in the inner loop). Every plane (forward, input
+its copies cost more than the products (8x64x56x56 7x7: 54 ms forward, torch 2.8). Here the taps are outer
+and each tap one long vector loop. At stride 1 a plane sits in a zero grid as wide as the padded input, so a
+tap's inputs for all outputs are one contiguous run. Other strides (and negative padding) take 16 planes at a
+time, channels last, so a tap's run over an output row is contiguous across its pixels and the 16 lanes, and
+its input columns are dealt into ``stride`` phases (a strided tap reads one phase contiguously); the forward
+and the input gradient are the same loop with the two sides' roles swapped. Every plane (forward, input
 gradient) and every channel's weight sums (over all its images, in order) is computed alone, so splitting
 them over threads gives the same floats. Any stride, padding, dilation and output size (a transposed
 convolution's output padding included).
@@ -28,92 +31,129 @@ def _span(start: int, step: int, size: int, count: int):
     return lo, max(lo, hi)
 
 
-@njit(**_JIT, inline="always")
-def _axpy(dst, d0, dstep, src, s0, sstep, count, a):
-    """``dst[d0 + i * dstep] += a * src[s0 + i * sstep]`` for ``i`` in ``0:count``; contiguous slices
-    where both steps are 1, so the loop vectorises (a step unknown to LLVM kept it scalar: 5x slower)."""
-    if dstep == 1 and sstep == 1:
-        d, v = dst[d0:d0 + count], src[s0:s0 + count]
-        for i in range(count):
-            d[i] += a * v[i]
-    else:
-        for i in range(count):
-            dst[d0 + i * dstep] += a * src[s0 + i * sstep]
+LANES = 16   # planes a block: one AVX-512 vector of float32
 
 
 @njit(**_JIT, inline="always")
-def _dot(u, u0, v, v0, vstep, count):
-    """``sum(u[u0 + i] * v[v0 + i * vstep])`` over ``i`` in ``0:count``, in float64; slices at step 1."""
-    total = 0.0
-    if vstep == 1:
-        a, b = u[u0:u0 + count], v[v0:v0 + count]
-        for i in range(count):
-            total += float(a[i]) * float(b[i])
-    else:
-        for i in range(count):
-            total += float(u[u0 + i]) * float(v[v0 + i * vstep])
-    return total
+def _to_tile(src, p0, count, tile, step):
+    """Planes ``p0:p0 + count`` of ``src (P, H, W)`` into ``tile (H, step, ceil(W / step), LANES)``, channels
+    last, column ``c`` at ``[c % step, c // step]``; lanes past ``count`` repeat the last plane."""
+    h, w = src.shape[1], src.shape[2]
+    for r in range(h):
+        for ph in range(step):
+            for cc in range((w - ph + step - 1) // step):
+                t = tile[r, ph, cc]
+                for lane in range(LANES):
+                    t[lane] = src[p0 + min(lane, count - 1), r, cc * step + ph]
+
+
+@njit(**_JIT, inline="always")
+def _from_tile(tile, step, dst, p0, count):
+    """``_to_tile``'s inverse for the first ``count`` lanes."""
+    h, w = dst.shape[1], dst.shape[2]
+    for r in range(h):
+        for ph in range(step):
+            for cc in range((w - ph + step - 1) // step):
+                t = tile[r, ph, cc]
+                for lane in range(count):
+                    dst[p0 + lane, r, cc * step + ph] = t[lane]
+
+
+@njit(**_JIT, inline="always")
+def _tap_runs(ki, kj, sh, sw, pt, pl, dh, dw, h, wd, oh, ow):
+    """Tap ``(ki, kj)``'s output rows ``r0:r1`` and columns ``q0:q1`` that meet the input, and where the
+    input's columns start in a tile dealt into ``sw`` phases: the phase and the shift within it."""
+    r0, r1 = _span(ki * dh - pt, sh, h, oh)
+    start = kj * dw - pl
+    q0, q1 = _span(start, sw, wd, ow)
+    phase = start % sw
+    return r0, r1, q0, q1, phase, (start - phase) // sw
 
 
 @njit(**_JIT, fastmath={"contract"})
-def _forward_rows(x, w, sh, sw, pt, pl, dh, dw, y, p0, p1):
-    """Planes ``p0:p1`` of ``y (N*C, OH, OW) = x (N*C, H, W)`` correlated with its channel's ``w (C, kh, kw)``."""
+def _planes_blocked(src, w, sh, sw, pt, pl, dh, dw, dst, adjoint, p0, p1):
+    """Planes ``p0:p1`` of the forward ``dst = y (N*C, OH, OW)`` from ``src = x (N*C, H, W)``, or with
+    ``adjoint`` of the input gradient ``dst = gx`` from ``src = gy``: per tap, each output row's run (the
+    input's phase run under it) times the tap's 16 weights, added into the destination's run. Each
+    destination value sums its taps in order from zero, as the row loops did."""
     c, kh, kw = w.shape
-    h, wd = x.shape[1], x.shape[2]
-    oh, ow = y.shape[1], y.shape[2]
-    for p in range(p0, p1):
-        src, out, k = x[p], y[p], w[p % c]
-        out[:, :] = 0
+    x, y = (dst, src) if adjoint else (src, dst)
+    h, wd, oh, ow = x.shape[1], x.shape[2], y.shape[1], y.shape[2]
+    xw = (wd + sw - 1) // sw
+    xt, yt = np.empty((h, sw, xw, LANES), src.dtype), np.empty((oh, 1, ow, LANES), src.dtype)
+    xf, yf = xt.reshape(-1), yt.reshape(-1)
+    taps = np.empty((kh, kw, ow * LANES), w.dtype)   # each tap's 16 weights repeated along an output row
+    for b in range(p0, p1, LANES):
+        count = min(LANES, p1 - b)
         for ki in range(kh):
-            r0, r1 = _span(ki * dh - pt, sh, h, oh)
             for kj in range(kw):
-                start = kj * dw - pl
-                q0, q1 = _span(start, sw, wd, ow)
-                wv = k[ki, kj]
-                for r in range(r0, r1):
-                    _axpy(out[r], q0, 1, src[r * sh + ki * dh - pt], q0 * sw + start, sw, q1 - q0, wv)
-
-
-@njit(**_JIT, fastmath={"contract"})
-def _input_grad_rows(gy, w, sh, sw, pt, pl, dh, dw, gx, p0, p1):
-    """Planes ``p0:p1`` of the input gradient ``gx (N*C, H, W)`` from ``gy (N*C, OH, OW)``: each tap's
-    weight times an output row, added into the input row under it."""
-    c, kh, kw = w.shape
-    h, wd = gx.shape[1], gx.shape[2]
-    oh, ow = gy.shape[1], gy.shape[2]
-    for p in range(p0, p1):
-        src, out, k = gy[p], gx[p], w[p % c]
-        out[:, :] = 0
+                for q in range(ow):
+                    for lane in range(LANES):
+                        taps[ki, kj, q * LANES + lane] = w[(b + min(lane, count - 1)) % c, ki, kj]
+        if adjoint:
+            _to_tile(src, b, count, yt, 1)
+            xf[:] = 0
+        else:
+            _to_tile(src, b, count, xt, sw)
+            yf[:] = 0
         for ki in range(kh):
-            r0, r1 = _span(ki * dh - pt, sh, h, oh)
             for kj in range(kw):
-                start = kj * dw - pl
-                q0, q1 = _span(start, sw, wd, ow)
-                wv = k[ki, kj]
+                r0, r1, q0, q1, phase, shift = _tap_runs(ki, kj, sh, sw, pt, pl, dh, dw, h, wd, oh, ow)
+                n = (q1 - q0) * LANES
+                k = taps[ki, kj, :n]
                 for r in range(r0, r1):
-                    _axpy(out[r * sh + ki * dh - pt], q0 * sw + start, sw, src[r], q0, 1, q1 - q0, wv)
+                    xo = (((r * sh + ki * dh - pt) * sw + phase) * xw + q0 + shift) * LANES
+                    yo = (r * ow + q0) * LANES
+                    if adjoint:
+                        d, v = xf[xo:xo + n], yf[yo:yo + n]
+                    else:
+                        d, v = yf[yo:yo + n], xf[xo:xo + n]
+                    for i in range(n):
+                        d[i] += k[i] * v[i]
+        if adjoint:
+            _from_tile(xt, sw, dst, b, count)
+        else:
+            _from_tile(yt, 1, dst, b, count)
 
 
 @njit(**_JIT, fastmath={"reassoc", "contract"})   # no nnan/ninf: a NaN or inf input reaches the gradient
-def _weight_grad_rows(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1):
+def _weight_grad_blocked(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1):
     """Channels ``c0:c1`` of the weight gradient ``gw (C, kh, kw)`` (float64) from ``x (N, C, H, W)`` and
-    ``gy (N, C, OH, OW)``: per tap, the dot products of output rows with the input rows under them, summed
-    over rows and images in float64 (a vector reduction)."""
-    n, _, h, wd = x.shape
+    ``gy (N, C, OH, OW)``, 16 channels at a time in ``_planes_blocked``'s tiles: per tap, the products of
+    output-gradient runs with the input runs under them summed in float64 per output column and lane
+    (one vector loop), over rows and images, then over the columns. Only real products (no padding, no gap
+    column), so a NaN or inf reaches only the taps that meet it."""
+    n, c, h, wd = x.shape
     oh, ow = gy.shape[2], gy.shape[3]
     kh, kw = gw.shape[1], gw.shape[2]
-    for ch in range(c0, c1):
-        for ki in range(kh):
-            r0, r1 = _span(ki * dh - pt, sh, h, oh)
-            for kj in range(kw):
-                start = kj * dw - pl
-                q0, q1 = _span(start, sw, wd, ow)
-                total = 0.0
-                for i in range(n):
-                    src, g = x[i, ch], gy[i, ch]
+    xs, gs = x.reshape(n * c, h, wd), gy.reshape(n * c, oh, ow)
+    xw = (wd + sw - 1) // sw
+    xt, gt = np.empty((h, sw, xw, LANES), x.dtype), np.empty((oh, 1, ow, LANES), gy.dtype)
+    xf, gf = xt.reshape(-1), gt.reshape(-1)
+    sums = np.empty((kh, kw, ow * LANES))
+    for b in range(c0, c1, LANES):
+        count = min(LANES, c1 - b)
+        sums[:] = 0
+        for i in range(n):
+            _to_tile(xs, i * c + b, count, xt, sw)
+            _to_tile(gs, i * c + b, count, gt, 1)
+            for ki in range(kh):
+                for kj in range(kw):
+                    r0, r1, q0, q1, phase, shift = _tap_runs(ki, kj, sh, sw, pt, pl, dh, dw, h, wd, oh, ow)
+                    m = (q1 - q0) * LANES
+                    s = sums[ki, kj, q0 * LANES:q0 * LANES + m]
                     for r in range(r0, r1):
-                        total += _dot(g[r], q0, src[r * sh + ki * dh - pt], q0 * sw + start, sw, q1 - q0)
-                gw[ch, ki, kj] = total
+                        xo = (((r * sh + ki * dh - pt) * sw + phase) * xw + q0 + shift) * LANES
+                        g, v = gf[(r * ow + q0) * LANES:(r * ow + q0) * LANES + m], xf[xo:xo + m]
+                        for f in range(m):
+                            s[f] += float(g[f]) * float(v[f])
+        for lane in range(count):
+            for ki in range(kh):
+                for kj in range(kw):
+                    total = 0.0
+                    for q in range(ow):
+                        total += sums[ki, kj, q * LANES + lane]
+                    gw[b + lane, ki, kj] = total
 
 
 # Stride 1 with padding not negative: each plane in a zero grid as wide as the padded input, so a tap's
@@ -208,6 +248,10 @@ def _weight_grad_flat(x, gy, pt, pl, dh, dw, gw, c0, c1):
                         total += float(grid[f]) * float(run[f])
                     sums[ki, kj] += total
         gw[ch] = sums
+        if not np.isfinite(sums).all():
+            # the grid's zero gap columns met a NaN or inf (0 * inf), reaching taps that never meet it
+            # (torch's have none): the channel again with real products only
+            _weight_grad_blocked(x, gy, 1, 1, pt, pl, dh, dw, gw, ch, ch + 1)
 
 
 @njit(**_JIT)
@@ -216,7 +260,7 @@ def forward(x, w, sh, sw, pt, pl, dh, dw, y, p0, p1):
     if sh == sw == 1 and pt >= 0 and pl >= 0:
         _forward_flat(x, w, pt, pl, dh, dw, y, p0, p1)
     else:
-        _forward_rows(x, w, sh, sw, pt, pl, dh, dw, y, p0, p1)
+        _planes_blocked(x, w, sh, sw, pt, pl, dh, dw, y, False, p0, p1)
 
 
 @njit(**_JIT)
@@ -225,27 +269,14 @@ def input_grad(gy, w, sh, sw, pt, pl, dh, dw, gx, p0, p1):
     if sh == sw == 1 and pt >= 0 and pl >= 0:
         _input_grad_flat(gy, w, pt, pl, dh, dw, gx, p0, p1)
     else:
-        _input_grad_rows(gy, w, sh, sw, pt, pl, dh, dw, gx, p0, p1)
-
-
-@njit(**_JIT)
-def _finite(x, c0, c1) -> bool:
-    """Whether every value of channels ``c0:c1`` of ``x (N, C, H, W)`` is finite."""
-    for i in range(x.shape[0]):
-        for ch in range(c0, c1):
-            for v in x[i, ch].flat:
-                if not np.isfinite(v):
-                    return False
-    return True
+        _planes_blocked(gy, w, sh, sw, pt, pl, dh, dw, gx, True, p0, p1)
 
 
 @njit(**_JIT)
 def weight_grad(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1):
     """Channels ``c0:c1`` of the weight gradient ``gw (C, kh, kw)`` (float64) from ``x (N, C, H, W)`` and
     ``gy (N, C, OH, OW)``, each channel's sums over its images in order."""
-    if sh == sw == 1 and pt >= 0 and pl >= 0 and _finite(x, c0, c1):
-        # the flat form multiplies the grid's zero gap columns too: 0 * inf or 0 * NaN would reach taps that
-        # never meet that input (torch's have none), so a channel with one takes the rows
+    if sh == sw == 1 and pt >= 0 and pl >= 0:
         _weight_grad_flat(x, gy, pt, pl, dh, dw, gw, c0, c1)
     else:
-        _weight_grad_rows(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1)
+        _weight_grad_blocked(x, gy, sh, sw, pt, pl, dh, dw, gw, c0, c1)
