@@ -82,14 +82,19 @@ def _planes_blocked(src, w, sh, sw, pt, pl, dh, dw, dst, adjoint, p0, p1):
     xw = (wd + sw - 1) // sw
     xt, yt = np.empty((h, sw, xw, LANES), src.dtype), np.empty((oh, 1, ow, LANES), src.dtype)
     xf, yf = xt.reshape(-1), yt.reshape(-1)
-    taps = np.empty((kh, kw, ow * LANES), w.dtype)   # each tap's 16 weights repeated along an output row
+    taps = np.empty((kh, kw, ow, LANES), w.dtype)   # each tap's 16 weights repeated along an output row
+    chans = np.empty(LANES, np.int64)
     for b in range(p0, p1, LANES):
         count = min(LANES, p1 - b)
+        for lane in range(LANES):
+            chans[lane] = (b + min(lane, count - 1)) % c
         for ki in range(kh):
             for kj in range(kw):
-                for q in range(ow):
-                    for lane in range(LANES):
-                        taps[ki, kj, q * LANES + lane] = w[(b + min(lane, count - 1)) % c, ki, kj]
+                first = taps[ki, kj, 0]
+                for lane in range(LANES):
+                    first[lane] = w[chans[lane], ki, kj]
+                for q in range(1, ow):
+                    taps[ki, kj, q] = first
         if adjoint:
             _to_tile(src, b, count, yt, 1)
             xf[:] = 0
@@ -100,7 +105,7 @@ def _planes_blocked(src, w, sh, sw, pt, pl, dh, dw, dst, adjoint, p0, p1):
             for kj in range(kw):
                 r0, r1, q0, q1, phase, shift = _tap_runs(ki, kj, sh, sw, pt, pl, dh, dw, h, wd, oh, ow)
                 n = (q1 - q0) * LANES
-                k = taps[ki, kj, :n]
+                k = taps[ki, kj].reshape(-1)[:n]
                 for r in range(r0, r1):
                     xo = (((r * sh + ki * dh - pt) * sw + phase) * xw + q0 + shift) * LANES
                     yo = (r * ow + q0) * LANES
