@@ -6,27 +6,13 @@ import pytest
 import torch
 
 import tapelab
+from _depthwise import close as _close, run as _run
 
 _CASES = [  # (N, C, H, W, k, stride, padding, dilation)
     (2, 5, 9, 11, 3, 1, 1, 1), (2, 6, 14, 13, 3, 2, 1, 1), (1, 4, 16, 16, 7, 1, 3, 1),
     (2, 3, 10, 12, 3, 2, 0, 2), (1, 4, 7, 9, 5, 3, 2, 1), (2, 3, 8, 8, 2, 1, 0, 1),
     (1, 2, 5, 5, 3, 1, 4, 1), (2, 4, 12, 10, 3, 1, 2, 2), (3, 8, 6, 6, 1, 1, 0, 1),
 ]
-
-
-def _run(lib, x, w, b, g, **kw):
-    xt, wt = lib.from_numpy(x.copy()).requires_grad_(), lib.from_numpy(w.copy()).requires_grad_()
-    bt = lib.from_numpy(b.copy()).requires_grad_() if b is not None else None
-    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
-    y.backward(lib.from_numpy(g.copy()))
-    out = [y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy()]
-    return out + ([bt.grad.numpy()] if bt is not None else [])
-
-
-def _close(got, want):
-    for a, e in zip(got, want):
-        assert a.shape == e.shape and a.dtype == e.dtype
-        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(e).max())))
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -7,27 +7,13 @@ import pytest
 import torch
 
 import tapelab
+from _depthwise import close as _close, run as _run
 
 _CASES = [  # (N, C, H, W, k, stride, padding, dilation)
     (2, 17, 15, 13, 3, 2, 1, 1), (3, 33, 9, 10, 5, 2, 2, 1), (2, 6, 16, 16, 3, (2, 1), 1, 1),
     (1, 20, 17, 14, 3, 3, 2, 2), (2, 8, 12, 12, 7, 2, 3, 1), (2, 5, 11, 9, 4, (1, 3), (0, 2), (2, 1)),
     (4, 3, 6, 6, 3, 2, 0, 1),
 ]
-
-
-def _run(lib, x, w, b, g, **kw):
-    xt, wt = lib.from_numpy(x.copy()).requires_grad_(), lib.from_numpy(w.copy()).requires_grad_()
-    bt = lib.from_numpy(b.copy()).requires_grad_() if b is not None else None
-    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
-    y.backward(lib.from_numpy(g.copy()))
-    out = [y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy()]
-    return out + ([bt.grad.numpy()] if bt is not None else [])
-
-
-def _close(got, want):
-    for a, e in zip(got, want):
-        assert a.shape == e.shape and a.dtype == e.dtype
-        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(e).max())))
 
 
 def _data(case, out_per_group=1, groups=None, seed=0):
