@@ -59,6 +59,10 @@ OWN_MIN_ROWS, OWN_MIN_K, OWN_MIN_COLS = 2, 16, 32
 
 def gemm(xp, a, b, out=None):
     """``xp.matmul(a, b, out=out)``, in blocks over the intra-op threads when it is large enough."""
+    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and xp is np:
+        res = _small(a, b)
+        if res is not None:
+            return res
     if (xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray      # cupy, a sparse COO operand
             or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES):
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
@@ -123,7 +127,15 @@ def gemm_add(xp, a, b, out):
 def gemm_bias(xp, a, b, bias, parts: int):
     """``bias + a @ b`` (each row) as one compiled call (``blas.linear``: the bias's rows filled in
     ``parts`` blocks, then MKL's GEMM with beta 1) where ``gemm_add`` would run the product as one MKL
-    call, so the same floats as ``product_out``, the fill and ``gemm_add``; else None."""
+    call, so the same floats as ``product_out``, the fill and ``gemm_add``; where ``_small`` runs it,
+    the product, then the bias added to it: ``gemm_add``'s sums there (``p + b`` is ``b + p``) without
+    the fill's pass and the temporary; else None."""
+    if (xp is np and type(a) is np.ndarray and type(b) is np.ndarray and type(bias) is np.ndarray
+            and bias.dtype is _F32):
+        res = _small(a, b)
+        if res is not None:
+            res += bias
+            return res
     if (xp is np and type(a) is np.ndarray and type(b) is np.ndarray and type(bias) is np.ndarray
             and a.ndim == b.ndim == 2 and a.dtype == _F32 and _mkl_takes(a, b)):
         team = _one_call_team(a, b)
@@ -280,6 +292,26 @@ def _sgemm(rows: int, k: int = 0, n: int = 0):
     if rows <= module.MAX_ROWS or (rows <= module.MAX_ROWS_LONG and k >= module.LONG_MIN_K and n >= module.LONG_MIN_N):
         return module
     return None
+
+
+def _small(a, b):
+    """The 2-D float32 ``a @ b`` under ``MKL_MIN`` by the GEMM ``gemm`` would pick for it on the calling
+    thread (numpy's, or ours where it takes the product and no parts are timed for it), chosen in one look
+    at the shapes: the general route's checks cost ~3 us a product, and a GRU step runs ~150 products of
+    32 x 128 x 64. None where the general route decides (another dtype, a larger product, parts)."""
+    if a.ndim != 2 or b.ndim != 2 or a.dtype is not _F32 or b.dtype is not _F32:
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    macs = m * k * n
+    if k != b.shape[0] or macs >= MKL_MIN:
+        return None
+    own = _sgemm(m, k, n) if m >= OWN_MIN_ROWS and k >= OWN_MIN_K and n >= OWN_MIN_COLS else None
+    if own is None:
+        return np.matmul(a, b)
+    if macs >= OWN_PARALLEL_MIN and runtime.intra_op_threads() > 1 and native():
+        return None
+    return own.matmul_into(a, b, np.empty((m, n), _F32))
 
 
 def _takes(a, b) -> bool:

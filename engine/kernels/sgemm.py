@@ -305,8 +305,11 @@ def _transposed(bt):
     linear layer's ``x @ w.T`` reads its weight this way."""
     n, k_len = bt.shape
     out = np.empty((k_len, -(-n // NR) * NR), np.float32)
-    out[:, n:] = 0.0
-    _transpose_into(bt, out[:, :n])
+    if n == out.shape[1]:       # whole panels: into the C array itself (a strided view's loop does not vectorise)
+        _transpose_into(bt, out)
+    else:
+        out[:, n:] = 0.0
+        _transpose_into(bt, out[:, :n])
     return out
 
 
@@ -347,11 +350,18 @@ def _sgemm_few_rows(bt, a, c):
     _transpose_into(result_t, c)
 
 
-def _unit_stride(x: np.ndarray, axis: int) -> bool:
-    """Whether ``x`` (2-D float32) steps one element along ``axis`` and whole elements, forward,
-    along the other: the layouts the kernel reads in place."""
-    s = x.strides
-    return s[axis] == 4 and s[1 - axis] >= 0 and s[1 - axis] % 4 == 0 and x.flags.aligned
+def _unit_axis(x: np.ndarray) -> int:
+    """The axis along which ``x`` (2-D float32) steps one element while it steps whole elements, forward,
+    along the other (the layouts the kernel reads in place): 1 (row-major) before 0 (a transposed view),
+    else -1. One look at the strides and flags: a GRU step's small products run this ~300 times."""
+    s0, s1 = x.strides
+    if not x.flags.aligned:
+        return -1
+    if s1 == 4 and s0 >= 0 and s0 % 4 == 0:
+        return 1
+    if s0 == 4 and s1 >= 0 and s1 % 4 == 0:
+        return 0
+    return -1
 
 
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> np.ndarray:
@@ -362,12 +372,13 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -
     if a.shape[1] == 0:
         out[...] = 0
         return out
-    if not (_unit_stride(a, 1) or _unit_stride(a, 0)):
-        a = np.ascontiguousarray(a)
-    if _unit_stride(b, 0) and not _unit_stride(b, 1):
+    a_axis, b_axis = _unit_axis(a), _unit_axis(b)
+    if a_axis < 0:
+        a, a_axis = np.ascontiguousarray(a), 1
+    if b_axis == 0:
         m, k = a.shape
         n = b.shape[1]
-        if _unit_stride(a, 1) and m * (k + n) < n * k:
+        if a_axis == 1 and m * (k + n) < n * k:
             # x @ w.T with few rows as (w @ x.T).T: x and the result transposed instead of w. Each
             # output is the same fused multiply-adds in the same order (fma(x, w, s) = fma(w, x, s))
             if parts > 1:
@@ -382,7 +393,7 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -
         else:
             _sgemm_transposed(a, b.T, out)
         return out
-    elif not _unit_stride(b, 1):
+    elif b_axis < 0:
         b = np.ascontiguousarray(b)
     if parts > 1:
         _sgemm_parallel(a, b, out, parts)
@@ -413,7 +424,7 @@ def matmul_batch_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int 
 
 
 def _unit_stride3(x: np.ndarray, axis: int) -> bool:
-    """``_unit_stride`` for each matrix of a ``(P, rows, cols)`` stack."""
+    """``_unit_axis``'s test along ``axis`` for each matrix of a ``(P, rows, cols)`` stack."""
     s = x.strides
     return s[axis] == 4 and s[3 - axis] >= 0 and s[3 - axis] % 4 == 0 and s[0] % 4 == 0 and x.flags.aligned
 
