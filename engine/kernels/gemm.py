@@ -40,8 +40,11 @@ GEMM_PARALLEL_MIN = 1 << 21
 # numba's threads (sgemm._sgemm_parallel), split and whole timed per size class (pool.timed): a
 # region's fork and join costs ~1.6 us with libgomp spinning (27 us passive), so below 2^17 (~6 us
 # of work on one core) the parts cannot pay (37x50x33: 2.9 us whole, 3.3 cut; 20x200x800: 60 -> 32
-# us; session 18). Only with TAPELAB_NATIVE_POOL=1 (``switch.native``).
-OWN_PARALLEL_MIN = 1 << 17
+# us; session 18). From 2^19 since session 33 (AMD EPYC, two threads): at 32x128x64 (2^18, a GRU
+# step's products) two parts gained at most 0.75 us of ~6.5 (x @ w.T lost 2.4), while the timed
+# route's checks and the timing cost ~3.5 us a product (gemm 10.2 us against 6.5 whole).
+# Only with TAPELAB_NATIVE_POOL=1 (``switch.native``).
+OWN_PARALLEL_MIN = 1 << 19
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 _F32 = np.dtype(np.float32)
 _MKL_DTYPES = frozenset(map(np.dtype, ("float32", "float64")))
