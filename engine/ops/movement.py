@@ -932,8 +932,23 @@ def _cat_vjp(g, out, *xs, dim, skip):
     return tuple(grads)
 
 
+def _cat_array_vjp(g, out, inputs, params):
+    """``_cat_vjp`` on arrays: each input's part of ``g`` as the slice op's forward makes it (a view), without
+    its dispatch and tensor (a GRU step's cats: 32 a step); None where an input was skipped."""
+    if params["skip"]:
+        return None
+    dim = params["dim"]
+    grads, start = [], 0
+    for x in inputs:
+        stop = start + x._data.shape[dim]
+        grads.append(g[_dim_key(dim, slice(start, stop))] if x.requires_grad else None)
+        start = stop
+    return tuple(grads)
+
+
 _cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE,
-          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"), onnx=_onnx_cat)
+          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"), onnx=_onnx_cat,
+          array_vjp=_cat_array_vjp)
 def _stack_fwd(xp, *xs, dim):
     """Along dim 0 on numpy, ``np.array`` of the list: a C-contiguous copy as PyTorch's (``np.stack``
     keeps its inputs' strides: transposed samples stack non-contiguous), 3x faster for a batch of
