@@ -310,9 +310,9 @@ class CompressedArray:
         if method == "__call__" and out and len(out) == 1 and out[0] is self and set(kwargs) <= {"out", "casting"}:
             # an in-place op (add_, mul_, neg_, relu_...): the out-of-place result, written into this array
             return self._assign(self.__array_ufunc__(ufunc, method, *inputs))
-        if method == "__call__" and not kwargs and len(inputs) == 2 and name in ("maximum", "fmax") \
+        if method == "__call__" and not kwargs and len(inputs) == 2 and name in ("maximum", "fmax", "less") \
                 and inputs[0] is self and _is_scalar(inputs[1]) and inputs[1] == 0:
-            return self._like(ufunc(self.values, inputs[1]))     # relu: max(0, 0) is 0
+            return self._like(ufunc(self.values, inputs[1]))     # max(0, 0) is 0 and 0 < 0 false: the entries alone
         if method == "__call__" and not kwargs and len(inputs) == 2:
             a, b = inputs
             if name == "add":
@@ -330,11 +330,21 @@ class CompressedArray:
         raise compressed_unsupported(name, self.xp)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func is np.where and len(args) == 3 and not kwargs and self._selects_entries(*args):
+            cond, a, b = args      # relu's ``where(x < 0, 0, x)``: a zero where the condition's zeros (false) are
+            return self._like(np.where(cond.values, *(v.values if isinstance(v, CompressedArray) else v for v in (a, b))))
         fills = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}
         if func.__name__ in fills or func.__name__ == "full_like" and args and args[0] is self:
             value = fills.get(func.__name__, args[1] if len(args) > 1 else kwargs.get("fill_value"))
             return self.filled(value, kwargs.get("dtype"))       # zero_/fill_ keep the layout, as PyTorch's
         raise compressed_unsupported(func.__name__, self.xp)
+
+    def _selects_entries(self, cond, a, b) -> bool:
+        """Whether ``where(cond, a, b)`` acts on the stored entries alone: the condition and each array of
+        this pattern, ``b`` (taken where the condition's implicit false is) zero or of this pattern."""
+        return isinstance(cond, CompressedArray) and all(
+            self._same_pattern(v) if isinstance(v, CompressedArray) else _is_scalar(v) for v in (cond, a, b)) \
+            and (isinstance(b, CompressedArray) or b == 0)
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(f"can't convert {LAYOUT_NAMES[self.layout]} layout tensor to numpy. "

@@ -34,7 +34,7 @@ from ..fx.graph_module import GraphModule
 from ..fx.passes.fusion import elementwise_groups, op_name
 from ..fx.passes.shape_prop import ShapeProp
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
-from . import cpu, cuda, pool
+from . import cpu, cuda, plans, pool
 from .kernel import Kernel
 from .symbolic import NotElementwise, input_sym, trace_op
 
@@ -510,6 +510,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             graph.erase_node(node)
     if on_cpu:
         pool.fuse_relu_pool(gm)          # before grouping: the relu is the pool's, not an elementwise group's
+    # a lone relu that the one-node step makes inside its linear's call (``plans.epilogues``) stays the op
+    epilogue = plans.epilogues(graph.nodes, op_name) if on_cpu else {}
     fused, deferred = [], []
     numba_loops = on_cpu and (backend == "numba" or (backend == "auto" and cpu.numba_available()))
     fusible = (lambda node: _fusible(node, vector_only=True)) if numba_loops else _fusible
@@ -531,6 +533,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             # one-node step, ``frontend._recompute_costly``)
             total = _trailing_reduction(outs) if on_cpu else None
             side = _side_reduction(outs) if on_cpu and not differentiable and total is None else None
+            if members == [outs[0]] and outs[0] in epilogue and total is None and side is None:
+                continue
             kernel, inputs = _describe(members, outs if side is None else [*outs, side.args[0]],
                                        op_name(total if side is None else side) if total or side else None)
             if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel

@@ -294,13 +294,9 @@ def _relu_fwd(xp, a):
         return out
     if a.dtype == bool:
         raise RuntimeError("Boolean inputs not supported for relu")
-    if xp is np and type(a) is not np.ndarray:
-        # a sparse array's values (their zero-preserving ufuncs) and the compiler's symbolic arrays: maximum,
-        # whose -0.0 gives +0.0 (a fused kernel's relu; its single-op fusion and the linear-relu epilogue are
-        # decided on this form)
-        return xp.maximum(a, 0)
-    # ATen's clamp_min(0): ``x < 0 ? 0 : x``, so -0.0 and NaN pass (numpy's maximum gives +0.0 for -0.0)
-    return xp.where(a < 0, a.dtype.type(0), a)
+    # ATen's clamp_min(0): ``x < 0 ? 0 : x``, so -0.0 and NaN pass (numpy's maximum gives +0.0 for -0.0);
+    # the ufunc ``less`` (a sparse compressed array answers it with a zero, not the operator ``<``)
+    return xp.where(xp.less(a, 0), a.dtype.type(0), a)
 
 
 def _relu_bw_fwd(xp, g, y):
