@@ -77,3 +77,52 @@ def test_compiled_linear_relu_keeps_the_linears_zeros():
     fn = tapelab.compile(lambda t: tapelab.relu(lin(t)))
     for _ in range(3):
         _same_bits(fn(tapelab.from_numpy(x)).detach().numpy(), eager)
+
+
+_FIRST_CALLS = r'''
+import numpy as np, torch, tapelab
+from tapelab import kernels
+from tapelab.ops import elementwise
+from tapelab.nn import _fused
+def same(got, want):   # torch's bits; a NaN's payload aside (sigmoid's vector body differs there, as before)
+    got, want = got.detach().numpy(), want.detach().numpy()
+    both_nan = np.isnan(got) & np.isnan(want)
+    return np.array_equal(np.where(both_nan, 0, got.view(np.uint32)), np.where(both_nan, 0, want.view(np.uint32)))
+x = np.random.default_rng(1).uniform(-90, 90, 64).astype(np.float32)
+x[:3] = [-0.0, float("nan"), 1e-40]
+for n in (16, 64, 13):        # the first call of each is small: it makes the loop's compiled code
+    a = x[:n].copy()
+    t = tapelab.tensor(a, requires_grad=True)
+    ref = torch.tensor(a, requires_grad=True)
+    g = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    for name in ("relu", "log1p", "expm1", "sigmoid"):
+        got, want = getattr(t, name)(), getattr(ref, name)()
+        assert same(got, want), name
+        got.sum().backward()
+        want.sum().backward()
+    u = tapelab.tensor(a, requires_grad=True)
+    y = u.tanh()      # its backward from a contiguous gradient: tanh_backward's small loop
+    y.backward(tapelab.tensor(g))
+    want = torch.ops.aten.tanh_backward(torch.from_numpy(g), torch.from_numpy(y.detach().numpy()))
+    assert same(u.grad, want), "tanh_backward"
+    got, want = tapelab.nn.functional.silu(t), torch.nn.functional.silu(ref)
+    assert same(got, want), "silu"
+    np.testing.assert_allclose(t.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-6)
+assert kernels.small_entry("relu") is elementwise._RELU_SMALL
+assert kernels.small_entry("sigmoid") is elementwise._SIGMOID_SMALL and kernels.small_entry("silu") is _fused._SILU_SMALL
+assert all(callable(kernels.small_entry(k).run) for k in ("relu", "log1p", "expm1", "sigmoid", "silu", "tanh_backward"))
+print("ok")
+'''
+
+
+def test_small_entries_first_calls_are_torchs_in_a_fresh_process():
+    """Each small float32 call's loop is one ``kernels.small_entry`` per loop, made at the process's first such
+    call (which it computes): relu, log1p, expm1, sigmoid, silu and tanh's backward give torch's bits from it."""
+    import os
+    import subprocess
+    import sys
+    if not tapelab.kernels.enabled():
+        pytest.skip("the loops are off")
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALLS], capture_output=True, text=True, env=dict(os.environ),
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

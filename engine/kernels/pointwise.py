@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
-from . import PARALLEL_MIN, entry, parallel, split_count
+from . import PARALLEL_MIN, parallel, split_count
 from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, expm1_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, log1p_sleef_core, log_sleef_u10, pow_sleef_u10, select,
@@ -486,12 +486,10 @@ def _block() -> int:
     return _BLOCK[0]
 
 
-_ENTRIES: dict = {}   # a loop -> its compiled code for flat float32 arrays (kernels.entry), made at its first small call
-
-
-def aten_map1(loop, x):
-    """``aten_map(loop, (x,), ())`` with less Python on the small call (a third of a microsecond), and on an
-    aligned float32 one the loop's compiled code without numba's dispatcher (0.1 us more)."""
+def aten_map1(small, x):
+    """``aten_map(small.loop, (x,), ())`` with less Python on the small call (a third of a microsecond), and on
+    an aligned float32 one the loop's compiled code without numba's dispatcher (0.1 us more): ``small`` is
+    the loop's ``kernels.small_entry``."""
     n = x.size
     flags = x.flags
     if n <= PARALLEL_MIN and flags.c_contiguous:
@@ -502,26 +500,16 @@ def aten_map1(loop, x):
             out = np.empty_like(x)
             x, flat = x.reshape(-1), out.reshape(-1)
         if flags.aligned and x.dtype is _F32:
-            run = _ENTRIES.get(loop)
-            if run is None:
-                run = _ENTRIES[loop] = entry(loop, x, flat, block, n)
-            run(x, flat, block, n)
+            small.run(x, flat, block, n)
         else:
-            loop(x, flat, block, n)
+            small.loop(x, flat, block, n)
         return out
-    return aten_map(loop, (x,), ())
+    return aten_map(small.loop, (x,), ())
 
 
-def small_runner(loop, x):
-    """``(run, block)``: ``loop``'s compiled code for flat aligned float32 arrays and ATen's block, for a
-    caller that makes ``aten_map1``'s small call itself (``run(x, out, block, n)`` on a 1-D C-contiguous
-    aligned float32 ``x`` of ``0 < n <= PARALLEL_MIN`` elements, ``out`` a new array of its size)
-    without that function's tests: sigmoid's forward in chain16. ``x`` is such an array."""
-    block = _BLOCK[0] or _block()
-    run = _ENTRIES.get(loop)
-    if run is None:
-        run = _ENTRIES[loop] = entry(loop, x, np.empty_like(x), block, x.size)
-    return run, block
+def aten_block() -> int:
+    """ATen's block of a pointwise loop here (two vectors), the ``block`` argument of ``aten_map``'s loops."""
+    return _BLOCK[0] or _block()
 
 
 def aten_map(loop, arrays, params):

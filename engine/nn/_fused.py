@@ -462,11 +462,13 @@ def _aten_loop(xp, *arrays) -> bool:
     return kernels.use(xp) and kernels.loops("pointwise").takes(*arrays)
 
 
+_SILU_SMALL = kernels.small_entry("silu")
+
+
 @_opmath
 def _silu_fwd(xp, x):
     if _aten_loop(xp, x):
-        loops = kernels.loops("pointwise")
-        return loops.aten_map1(loops.silu, x)
+        return kernels.loops("pointwise").aten_map1(_SILU_SMALL, x)
     one = x.dtype.type(1)
     return x / (one + xp.exp(-x))
 

@@ -248,17 +248,14 @@ def _by_output(fwd, loop: str | None = None):
     ``loop``: the fused loop (``kernels.pointwise``) ``fwd`` runs whole on a small 1-D float32 pair,
     called here directly (``fwd``'s checks and ``kernels.parallel``'s were ~1 us of tanh's 1.8), its
     compiled code without numba's dispatcher (``kernels.entry``: aligned arrays, ``flags.carray``)."""
-    found: list = []   # the loop's compiled code, made at its first call
+    small = kernels.small_entry(loop) if loop is not None else None
 
     def array_vjp(g, out, inputs, params):
-        if (loop is not None and g.ndim == 1 and g.dtype is _F32 and type(out) is np.ndarray and out.dtype is _F32
+        if (small is not None and g.ndim == 1 and g.dtype is _F32 and type(out) is np.ndarray and out.dtype is _F32
                 and out.shape == g.shape and g.shape[0] <= kernels.PARALLEL_MIN and g.flags.carray
                 and out.flags.carray and kernels.enabled()):
             result = np.empty(g.shape, _F32)
-            if found:
-                found[0](g, out, result)
-            else:
-                found.append(kernels.entry(getattr(kernels.loops("pointwise"), loop), g, out, result))
+            small.run(g, out, result)
             return (result,)
         if in_order(g) and type(out) is np.ndarray and out.dtype is g.dtype and out.shape == g.shape:
             return (fwd(np, g, out),)
@@ -275,7 +272,7 @@ _sigmoid_bw = Op("sigmoid_backward", _sigmoid_bw_fwd,
 _tanh_bw_call, _sigmoid_bw_call = binary(_tanh_bw), binary(_sigmoid_bw)   # the vjps' direct calls
 # relu's gradient is 0 at 0 (and the mask itself has no gradient), as in PyTorch. Both directions
 # take a vectorised loop (engine/kernels) on contiguous float32 when the loops are on.
-_RELU_SMALL: list = []   # relu's loop's compiled code for flat aligned float32 arrays, made at its first small call
+_RELU_SMALL = kernels.small_entry("relu")   # relu's loop on flat aligned float32 arrays, made at its first small call
 
 
 def _relu_fwd(xp, a):
@@ -285,10 +282,7 @@ def _relu_fwd(xp, a):
             # the one-thread call of ``kernels.parallel`` without its frame and numba's dispatcher (``kernels.entry``:
             # an aligned, writeable array): xn.relu() on 16 floats 2.3 -> 1.7 us
             flat, into = (a, out) if a.ndim == 1 else (a.reshape(-1), out.reshape(-1))
-            if _RELU_SMALL:
-                _RELU_SMALL[0](flat, into)
-            else:
-                _RELU_SMALL.append(kernels.entry(kernels.loops("pointwise").relu, flat, into))
+            _RELU_SMALL.run(flat, into)
             return out
         kernels.parallel(kernels.loops("pointwise").relu, 2, a.reshape(-1), out.reshape(-1))
         return out
@@ -316,24 +310,18 @@ _relu_bw = Op("threshold_backward", _relu_bw_fwd,
 def _sleef_unary(name: str):
     """``(fwd, fwd_out)`` of a unary op whose float32 forward is ATen's Sleef loop (``kernels.pointwise``'s
     ``name``, PyTorch's floats bit for bit) and numpy's ufunc ``name`` for other dtypes and namespaces."""
-    small = []   # (the loop's compiled code for flat aligned float32 arrays, PARALLEL_MIN), made at the first vector
+    small = kernels.small_entry(name)
 
     def fwd(xp, a):
         if type(a) is np.ndarray and a.dtype == np.float32 and a.size and kernels.enabled():
-            if small and a.ndim == 1 and a.shape[0] <= small[0][1] and a.flags.carray and a.dtype is _F32:
+            if a.ndim == 1 and a.shape[0] <= kernels.PARALLEL_MIN and a.flags.carray and a.dtype is _F32:
                 out = np.empty(a.shape[0], _F32)    # a small vector: no dispatcher, no split (1.6 -> 0.6 us)
-                small[0][0](a, out)
+                small.run(a, out)
                 return out
             if not (a.flags.c_contiguous or a.flags.f_contiguous):
                 a = np.ascontiguousarray(a)
             out = np.empty_like(a)    # a dense input's layout; both read flat in memory order
-            loop = getattr(kernels.loops("pointwise"), name)
-            if a.ndim == 1:
-                kernels.parallel(loop, 2, a, out)
-                if not small and a.flags.carray and a.dtype is _F32:
-                    small.append((kernels.entry(loop, a, out), kernels.PARALLEL_MIN))
-            else:
-                kernels.parallel(loop, 2, a.ravel("K"), out.ravel("K"))
+            kernels.parallel(getattr(kernels.loops("pointwise"), name), 2, a.ravel("K"), out.ravel("K"))
             return out
         return getattr(xp, name)(a)
 
@@ -434,10 +422,11 @@ acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqr
                out_form="arccosh", aliases=("arccosh",), onnx="Acosh")
 atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),),
                out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
-# (the float32 loop's compiled code for a small 1-D aligned array, ATen's block, the most elements it runs on
-# one thread), made at the first such sigmoid: a small vector's sigmoid then calls it without ``aten_map1``'s
-# tests and frames (``_sigmoid_fwd`` on 16 floats 0.70 -> 0.58 us, ``t.sigmoid()`` 1.62 -> 1.51)
-_SIGMOID_SMALL: list = []
+# (ATen's block, the most elements a loop runs on one thread), known from the first float32 sigmoid: a small
+# vector's sigmoid then calls its loop's ``small_entry`` without ``aten_map1``'s tests and frames
+# (``_sigmoid_fwd`` on 16 floats 0.70 -> 0.58 us, ``t.sigmoid()`` 1.62 -> 1.51)
+_SIGMOID_SMALL = kernels.small_entry("sigmoid")
+_SIGMOID_BLOCK: list = []
 
 
 def _sigmoid_fwd(xp, a):
@@ -447,19 +436,18 @@ def _sigmoid_fwd(xp, a):
     otherwise (and for the compiler's symbolic arrays, which read the formula), where exp(-a) overflowing
     to inf gives exactly 0, as PyTorch does."""
     if type(a) is np.ndarray:
-        if a.dtype is _F32 and a.ndim == 1 and _SIGMOID_SMALL:
-            run, block, most = _SIGMOID_SMALL[0]
+        if a.dtype is _F32 and a.ndim == 1 and _SIGMOID_BLOCK:
+            block, most = _SIGMOID_BLOCK[0]
             n = a.shape[0]
             if 0 < n <= most and a.flags.carray and xp is np and kernels.enabled():
                 out = np.empty(n, _F32)
-                run(a, out, block, n)
+                _SIGMOID_SMALL.run(a, out, block, n)
                 return out
         if a.dtype == _F32 and a.size and xp is np and kernels.enabled():   # ATen's float32 loop, bit for bit
             loops = kernels.loops("pointwise")
-            if not _SIGMOID_SMALL and a.ndim == 1 and a.size <= loops.PARALLEL_MIN and a.flags.carray \
-                    and a.dtype is _F32:
-                _SIGMOID_SMALL.append((*loops.small_runner(loops.sigmoid, a), loops.PARALLEL_MIN))
-            return loops.aten_map1(loops.sigmoid, a)
+            if not _SIGMOID_BLOCK:
+                _SIGMOID_BLOCK.append((loops.aten_block(), loops.PARALLEL_MIN))
+            return loops.aten_map1(_SIGMOID_SMALL, a)
         if a.dtype.char in "fd":
             return _special(xp).expit(a)
     if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
