@@ -420,6 +420,18 @@ _LN2_DF = (F(0.69314718246459960938), F(-1.904654323148236017e-09))
 _LG = tuple(F(c) for c in (0.3027294874, 0.3996108174, 0.6666694880))
 
 
+@njit(**_JIT_INLINE)
+def _log_series(sx, sy, xx, xy):
+    """Sleef's ``logf_u1`` and ``log1pf_u10`` end alike: ``e ln2`` (the double-float ``sx + sy``) plus
+    ``2 atanh(x)`` of the double-float ratio ``x = xx + xy`` as its series, rounded to float once."""
+    x2 = xx * xx
+    t = fma(_LG[0], x2, _LG[1])
+    t = fma(t, x2, _LG[2])
+    sx, sy = _dfadd_f2f2(sx, sy, xx * F(2.0), xy * F(2.0))
+    sx, sy = _dfadd_f2f(sx, sy, (x2 * xx) * t)
+    return sx + sy
+
+
 @njit(**_JIT_EXACT)
 def log_sleef_u10(d):
     """Sleef's ``logf_u1`` (FMA build; the name ATen calls is ``Sleef_logf16_u10``): ATen's ``Vectorized<float>::log``."""
@@ -433,12 +445,7 @@ def log_sleef_u10(d):
     ax, ay = _dfadd2_ff(F(-1.0), m)
     bx, by = _dfadd2_ff(F(1.0), m)
     xx, xy = _dfdiv(ax, ay, bx, by)
-    x2 = xx * xx
-    t = fma(_LG[0], x2, _LG[1])
-    t = fma(t, x2, _LG[2])
-    sx, sy = _dfadd_f2f2(sx, sy, xx * F(2.0), xy * F(2.0))
-    sx, sy = _dfadd_f2f(sx, sy, (x2 * xx) * t)
-    r = sx + sy
+    r = _log_series(sx, sy, xx, xy)
     r = select(d == F(np.inf), F(np.inf), r)
     r = select((d < F(0.0)) | (d != d), F(np.nan), r)
     return select(d == F(0.0), F(-np.inf), r)
@@ -474,12 +481,7 @@ def log1p_sleef_core(d):
     sx, sy = _dfmul_f2f(_LN2_DF[0], _LN2_DF[1], F(e))
     bx, by = _dfadd_ff(F(2.0), m)
     xx, xy = _dfdiv(m, F(0.0), bx, by)
-    x2 = xx * xx
-    t = fma(_LG[0], x2, _LG[1])
-    t = fma(t, x2, _LG[2])
-    sx, sy = _dfadd_f2f2(sx, sy, xx * F(2.0), xy * F(2.0))
-    sx, sy = _dfadd_f2f(sx, sy, (x2 * xx) * t)
-    r = sx + sy
+    r = _log_series(sx, sy, xx, xy)
     r = select(F(-1.0) > d, _bits_to_f32(_NAN_ALL_ONES), r)
     r = select(d == F(-1.0), F(-np.inf), r)
     return select(_f32_to_bits(d) == _SIGN, d, r)      # -0.0 stays

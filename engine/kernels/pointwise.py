@@ -45,8 +45,23 @@ _LOG1P_BOUND = F(1e38)                                                   # Sleef
 # Above ATen's grain ``parallel_for`` gives each thread a chunk of ``ceil(n / tasks)`` elements, each with
 # its own scalar tail: ``aten_map`` reads a dense array as rows of that chunk (``_chunk``) and cuts it
 # between them, so the same elements take the scalar path as in ATen at every thread count.
+@njit(**_JIT, inline="always")
+def _aten_rows(part, params, x, out, block, run):
+    """That walk of one input: ``x`` as rows of ``run`` elements (ATen's innermost loop: the whole array when
+    it is contiguous), each row's first multiple of ``block`` by ``part(x, out, params, True)`` and the rest by
+    ``part(..., False)``; ``block > run`` makes every element scalar. (Each row's two parts are loops over
+    slices of their own: a loop from a variable start, inside the loop over rows, does not vectorise, 4x
+    slower. Inlined in numba's IR: a loop passed as a value would make its caller uncachable.)"""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        part(x[start:m], out[start:m], params, True)
+        part(x[m:end], out[m:end], params, False)
+
+
 @njit(**_JIT)
-def _sigmoid(x, out, exact):
+def _sigmoid(x, out, params, exact):
     for i in range(x.shape[0]):
         if exact:
             out[i] = F(1.0) / (exp_sleef_u10(F(0.0) - x[i]) + F(1.0))
@@ -56,20 +71,12 @@ def _sigmoid(x, out, exact):
 
 @njit(**_JIT)
 def sigmoid(x, out, block, run):
-    """``1 / (exp(0 - x) + 1)``. ``x`` is read as rows of ``run`` elements (ATen's innermost loop: the whole
-    array when it is contiguous), each with its own scalar tail; ``block > run`` makes every element scalar.
-    (Each row's two parts are loops over slices of their own: a loop from a variable start, inside the
-    loop over rows, does not vectorise, 4x slower.)"""
-    n = x.shape[0]
-    for start in range(0, n, run):
-        end = min(start + run, n)
-        m = end - (end - start) % block
-        _sigmoid(x[start:m], out[start:m], True)
-        _sigmoid(x[m:end], out[m:end], False)
+    """``1 / (exp(0 - x) + 1)`` (``_aten_rows``)."""
+    _aten_rows(_sigmoid, (), x, out, block, run)
 
 
 @njit(**_JIT)
-def _silu(x, out, exact):
+def _silu(x, out, params, exact):
     for i in range(x.shape[0]):
         v = x[i]
         if exact:
@@ -80,13 +87,8 @@ def _silu(x, out, exact):
 
 @njit(**_JIT)
 def silu(x, out, block, run):
-    """``x / (1 + exp(-x))`` (rows as ``sigmoid``'s)."""
-    n = x.shape[0]
-    for start in range(0, n, run):
-        end = min(start + run, n)
-        m = end - (end - start) % block
-        _silu(x[start:m], out[start:m], True)
-        _silu(x[m:end], out[m:end], False)
+    """``x / (1 + exp(-x))`` (``_aten_rows``)."""
+    _aten_rows(_silu, (), x, out, block, run)
 
 
 @njit(**_JIT)
@@ -130,7 +132,8 @@ def _gelu_tanh_grad(v, t):
 # gelu's erf form has three code paths in PyTorch: oneDNN's kernel for a contiguous tensor of two or more
 # elements (``mode`` 1 on AVX512, 2 below), ATen's own loop otherwise (``mode`` 0).
 @njit(**_JIT)
-def _gelu(x, out, tanh, mode, exact):
+def _gelu(x, out, params, exact):
+    tanh, mode = params
     for i in range(x.shape[0]):
         v = x[i]
         if tanh:
@@ -153,16 +156,12 @@ def gelu(x, out, tanh, mode, block, run):
         m = n - n % 16
         for i in range(0, m, 16):
             gelu16_onednn_avx512(x, out, i)
-        _gelu(x[m:], out[m:], tanh, mode, True)
+        _gelu(x[m:], out[m:], (tanh, mode), True)
         return
     if not tanh and mode != 0:
-        _gelu(x, out, tanh, mode, True)
+        _gelu(x, out, (tanh, mode), True)
         return
-    for start in range(0, n, run):
-        end = min(start + run, n)
-        m = end - (end - start) % block
-        _gelu(x[start:m], out[start:m], tanh, mode, True)
-        _gelu(x[m:end], out[m:end], tanh, mode, False)
+    _aten_rows(_gelu, (tanh, mode), x, out, block, run)
 
 
 @njit(**_JIT)
@@ -415,7 +414,8 @@ def sign(x, out):
 
 
 @njit(**_JIT)
-def _pow_number(x, out, exponent, exact, avx512):
+def _pow_number(x, out, params, exact):
+    exponent, avx512 = params
     y = F(exponent)
     for i in range(x.shape[0]):
         if exact:
@@ -430,12 +430,7 @@ def pow_number(x, out, exponent, avx512, block, run):
     products, roots or copies): Sleef's ``powf`` of the exponent rounded to float in the vector body,
     double ``pow`` rounded to float in the scalar tail (rows as ``sigmoid``'s). numpy's float32 ``powf``
     differs from both in the last bit for about one element in ten."""
-    n = x.shape[0]
-    for start in range(0, n, run):
-        end = min(start + run, n)
-        m = end - (end - start) % block
-        _pow_number(x[start:m], out[start:m], exponent, True, avx512)
-        _pow_number(x[m:end], out[m:end], exponent, False, avx512)
+    _aten_rows(_pow_number, (exponent, avx512), x, out, block, run)
 
 
 # ATen's float32 log1p and expm1 (``IMPLEMENT_FLOAT/COMPLEX_KERNEL``, ``vec::map``) run Sleef over every
