@@ -37,7 +37,7 @@ from ..core.factories import FULL
 from ..base.dispatch_state import LOCAL as _LOCAL, STATE as _DISPATCH
 from ..base.device import CPU
 from ..core.tensor import Tensor, _check_grad
-from ..core.node import DETACHED_IN_PLACE, RETAIN, AccumulateGrad, Node, OpNode, vjp_below_subclasses
+from ..core.node import DETACHED_IN_PLACE, RETAIN, AccumulateGrad, Node, vjp_below_subclasses
 from .views import _view_grad_fn
 
 __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node", "current_graph_task_id",
