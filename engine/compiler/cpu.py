@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import runtime
+from ..base import dtype as _dtype, runtime
 from ..base.disk_cache import cache_dir, write_atomically
 from ..base.pool import ranges, run_blocks
 from .kernel import Kernel
@@ -84,14 +84,15 @@ _LIBM = frozenset({"sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2",
 
 def calls_libm(s: Sym) -> bool:
     """Whether the numba loop of ``s`` (a kernel's value) calls libm once per element somewhere: such a
-    value is left to numpy's vectorised ufuncs (``fused._fusible``), so compiled code is never the slower."""
+    value is left to numpy's vectorised ufuncs (``fused._fusible``), so compiled code is never the slower.
+    A bfloat16 value's call is not counted: ml_dtypes' loops call float32 libm per element too."""
     seen, stack = set(), [s]
     while stack:
         x = stack.pop()
         if id(x) in seen:
             continue
         seen.add(id(x))
-        if x.kind in _LIBM and not (x.dtype == np.float32 and x.kind in _F32) and not (
+        if x.kind in _LIBM and x.dtype != BF16 and not (x.dtype == np.float32 and x.kind in _F32) and not (
                 x.kind == "power" and x.args[1].kind == "const" and x.args[1].value in (2, 3, 0.5)):
             return True
         stack.extend(x.args)
@@ -108,13 +109,33 @@ def _const(s: Sym) -> str:
     v = s.value
     if s.dtype == np.bool_:
         return repr(bool(v))
-    if s.dtype.kind == "f":   # inf and nan by their numpy names (repr's 'inf' is no name in the module)
-        return f"np.{s.dtype.name}({float(v)!r})".replace("inf", "np.inf").replace("nan", "np.nan")
+    if s.dtype.kind == "f" or s.dtype == BF16:   # inf and nan by their numpy names (repr's 'inf' is none)
+        name = "float32" if s.dtype == BF16 else s.dtype.name        # a bfloat16 value is its float32
+        return f"np.{name}({float(v)!r})".replace("inf", "np.inf").replace("nan", "np.nan")
     return f"np.{s.dtype.name}({int(v)})"
 
 
+# ops whose float32 result on bfloat16 values is a bfloat16 value (no rounding needed)
+_EXACT_ON_BF16 = frozenset({"where", "negative", "absolute", "maximum", "minimum"})
+
+
 def _scalar(s: Sym, ref) -> str:
-    """One statement's right-hand side in numba's scalar Python."""
+    """One statement's right-hand side in numba's scalar Python; a bfloat16 value is computed as its
+    float32 op rounded to bfloat16 (``rounds_as_eager`` says where that is eager's value)."""
+    if s.dtype != BF16:
+        return _scalar32(s, ref)
+    if s.kind == "cast":
+        return f"round_bf16(np.float32({ref(s.args[0])}))"
+    if s.kind == "power":           # libm's powf, as ml_dtypes' (no multiplies: powf(x, 3) rounds once)
+        return f"round_bf16(np.power({ref(s.args[0])}, np.float32({ref(s.args[1])})))"
+    as32 = Sym(s.kind, s.args, np.float32, s.value)
+    return (_scalar32(as32, ref, libm=True) if s.kind in _EXACT_ON_BF16
+            else f"round_bf16({_scalar32(as32, ref, libm=True)})")
+
+
+def _scalar32(s: Sym, ref, libm: bool = False) -> str:
+    """``libm``: exp, log, tanh and erf as libm's float32 functions (ml_dtypes' bfloat16 ufuncs call them),
+    not fastmath's forms."""
     a = [ref(x) for x in s.args]
     k, dt = s.kind, s.dtype
     if k == "cast":
@@ -132,12 +153,16 @@ def _scalar(s: Sym, ref) -> str:
         if e.kind == "const" and e.value == 0.5:
             return f"np.sqrt({a[0]})"
         return f"({a[0]} ** {a[1]})"
-    if dt == np.float32 and k in _F32:
+    if dt == np.float32 and k in _F32 and not libm:
         return f"{_F32[k]}({a[0]})"
     if k in _CALL:
         fn = _CALL[k]
         return f"({fn}{a[0]})" if fn.endswith(" ") else f"{fn}({', '.join(a)})"
     return f"np.{k}({', '.join(a)})"
+
+
+def _load(item: str, dtype) -> str:
+    return f"load_bf16({item})" if np.dtype(dtype) == BF16 else item
 
 
 def _body(kernel: Kernel, indent: str) -> list:
@@ -151,30 +176,54 @@ def _body(kernel: Kernel, indent: str) -> list:
             return _const(s)
         return names[id(s)]
     at = {"full": "i", "expand": "i", "row": "cu", "col": "ru", "scalar": "0"}
-    lines = [f"{indent}v{i} = a{i}[{at[lay]}]" for i, lay in enumerate(kernel.layouts())]
+    lines = [f"{indent}v{i} = {_load(f'a{i}[{at[lay]}]', dt)}"
+             for i, ((dt, _), lay) in enumerate(zip(kernel.inputs, kernel.layouts()))]
     lines += [f"{indent}{names[id(s)]} = {_scalar(s, ref)}" for s in order]
     written = outs[:-1] if kernel.reduce else outs
-    lines += [f"{indent}o{j}[i] = {ref(o)}" for j, o in enumerate(written)]
+    lines += [f"{indent}o{j}[i] = {'store_bf16' if o.dtype == BF16 else ''}({ref(o)})" for j, o in enumerate(written)]
     if kernel.reduce:
         lines += [f"{indent}part = lane_add(part, np.{_part_dtype(kernel)}({ref(outs[-1])}))"]
     return lines
 
 
 @functools.cache
-def _fastmath_hash() -> str:
-    """The kernels inline fastmath's functions: a new version of that file is a new key."""
-    path = Path(__file__).resolve().parents[1] / "kernels" / "fastmath.py"
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+def _inlined_hash() -> str:
+    """The kernels inline fastmath's and bfloat16's functions: a new version of either file is a new key."""
+    kernels = Path(__file__).resolve().parents[1] / "kernels"
+    return hashlib.sha256(b"".join((kernels / f).read_bytes() for f in ("fastmath.py", "bfloat16.py"))).hexdigest()[:12]
 
 
-# the dtypes a generated loop reads and writes: the module text imports numba's type of each. bfloat16
-# and float16 have none here, so the fusion pass (fused.py) leaves their groups to the eager ops
-LOOP_DTYPES = frozenset(map(np.dtype, ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")))
+# the dtypes a generated loop reads and writes: the module text imports numba's type of each. A bfloat16
+# array is read and written as its uint16 bit patterns (``kernels/bfloat16.py``); float16 has no loop
+# type here, so the fusion pass (fused.py) leaves its groups to the eager ops
+BF16 = np.dtype(_dtype.BFLOAT16_NP)
+LOOP_DTYPES = frozenset(map(np.dtype, ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64",
+                                       BF16)))
 
 
 def _numba_type(dt) -> str:
     name = np.dtype(dt).name
-    return "boolean" if name == "bool" else name
+    return {"bool": "boolean", "bfloat16": "uint16"}.get(name, name)
+
+
+def rounds_as_eager(s: Sym) -> bool:
+    """Whether a loop computes every bfloat16 value of ``s`` as eager does: ml_dtypes' bfloat16 ufuncs are
+    the float32 op (libm's float32 function for exp, tanh, ...) rounded to bfloat16, which the loop repeats.
+    Not: a cast to bfloat16 from a dtype other than float32 (eager rounds float64 twice, through float32),
+    or a bfloat16 result of a float32 exp/log/tanh/erf (gelu's, sigmoid's opmath: eager's float32 loops,
+    the loop's fastmath forms, can round to another bfloat16: gelu's backward in a Transformer layer did)."""
+    seen, stack, half, fast = set(), [s], False, False
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.dtype == BF16 and x.kind == "cast" and x.args[0].dtype not in (np.float32, BF16):
+            return False
+        half |= x.dtype == BF16
+        fast |= x.dtype == np.float32 and x.kind in _F32
+        stack.extend(x.args)
+    return not (half and fast)
 
 
 def numba_source(kernel: Kernel) -> str:
@@ -193,7 +242,9 @@ def numba_source(kernel: Kernel) -> str:
     head = [f"# {kernel.name}: generated by tapelab.compiler from the ops' declarations; key {kernel.digest}",
             "import math", "import numpy as np", "from numba import carray, njit",
             "from numba.types import CPointer, void, " + ", ".join(sorted(map(_numba_type, LOOP_DTYPES))),
-            "from tapelab.kernels.fastmath import exp32, log32, tanh32, erf32, maximum, minimum, expm1_sleef_u10", "", ""]
+            "from tapelab.kernels.fastmath import exp32, log32, tanh32, erf32, maximum, minimum, expm1_sleef_u10",
+            *(["from tapelab.kernels.bfloat16 import load_bf16, round_bf16, store_bf16"] * _touches_bf16(kernel)),
+            "", ""]
     if kernel.reduce:
         head += [_LANE_ADD, ""]
     top = [f"@njit({sig}, error_model='numpy', no_cpython_wrapper=True, no_cfunc_wrapper=True)",
@@ -211,6 +262,11 @@ def numba_source(kernel: Kernel) -> str:
                       "                i = np.uint64(base + c)", "                cu = np.uint64(c)",
                       *_body(kernel, " " * 16), "            acc += np.float64(part)",
                       f"    o{len(outs) - 1}[0] = np.{kernel.outputs[-1].dtype.name}({_total(kernel)})", ""])
+
+
+def _touches_bf16(kernel: Kernel) -> bool:
+    return any(np.dtype(dt) == BF16 for dt, _ in kernel.inputs) or any(
+        s.dtype == BF16 for s in kernel.lines()[0] + list(kernel.outputs))
 
 
 def _total(kernel: Kernel) -> str:
@@ -288,6 +344,7 @@ def numpy_source(kernel: Kernel) -> str:
                       "from scipy import special", "", f"def run({args}):", sizes, *lines, f"    return ({ret},)", ""])
 
 
+_USER_DTYPES = 256   # NPY_USERDEF: a registered dtype's (bfloat16's) number is the process's, not the library's
 _WARNED = []
 _ENTRY = "tapelab_kernel"
 _DATA_OFFSET = object.__basicsize__        # an ndarray's data pointer follows the object header
@@ -312,7 +369,7 @@ def _host_key() -> str:
     version = Path(importlib.util.find_spec("numba").origin).with_name("_version.py")
     generator = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()   # a new code generator, new files
     text = repr((platform.machine(), platform.processor(), flags, sys.implementation.cache_tag, _DATA_OFFSET, version.read_text() if version.exists() else "", np.__version__,
-                 _fastmath_hash(), generator))
+                 _inlined_hash(), generator))
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
@@ -527,8 +584,9 @@ def _entry(kernel: Kernel):
         return _mcjit(obj, symbol, n_ptr)
     if not so.exists():
         obj, symbol = _object_code(kernel)
-        fresh = (tuple(np.dtype(dt).num for dt, _ in kernel.inputs), tuple(o.dtype.num for o in kernel.outputs),
-                 bool(kernel.reduce))
+        nums = [np.dtype(dt).num for dt, _ in kernel.inputs] + [o.dtype.num for o in kernel.outputs]
+        fresh = None if max(nums) >= _USER_DTYPES else (tuple(nums[:len(kernel.inputs)]),
+                                                        tuple(nums[len(kernel.inputs):]), bool(kernel.reduce))
         if not _link(obj, symbol, n_ptr, so, fresh):
             obj_path.with_suffix(".sym").write_text(symbol)
             write_atomically(obj_path, obj)

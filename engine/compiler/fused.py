@@ -25,7 +25,7 @@ from ..base.device import CPU
 from ..base.meta import has_data
 from ..base.simarray import launch_kernel
 from ..core.creation import empty
-from ..core.dispatch import STATE, _result, apply, eager
+from ..core.dispatch import STATE, _result, apply, eager, keeps_float32
 from ..base import dtype as _tdtype
 from ..core.registry import ALL, REGISTRY, Op
 from ..core.tensor import Tensor
@@ -36,7 +36,7 @@ from ..fx.passes.shape_prop import ShapeProp
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import cpu, cuda, plans, pool
 from .kernel import Kernel
-from .symbolic import NotElementwise, input_sym, trace_op
+from .symbolic import NotElementwise, Sym, input_sym, trace_op
 
 __all__ = ["FusedOp", "FusedCall", "lower", "STATS", "TRANSCENDENTAL"]
 
@@ -385,7 +385,7 @@ def _fusible_op(node):
     if meta is None or type(meta) is tuple:
         return None
     dt = _np_dtype(meta)
-    if dt.kind not in "fb" or dt not in cpu.LOOP_DTYPES:
+    if dt not in cpu.LOOP_DTYPES or dt.kind not in "fb" and dt != cpu.BF16:
         return None
     return op
 
@@ -400,6 +400,17 @@ def _sym_args(node, value_of):
             return type(a)(one(x) for x in a)
         return a
     return tuple(one(a) for a in node.args), {k: one(v) for k, v in node.kwargs.items()}
+
+
+def _traced(op: Op, node, value_of) -> Sym:
+    """``node``'s op on Syms as the dispatcher calls it: a bfloat16 or half tensor times or over a Python
+    float computes with the float a float32 and rounds once (``dispatch.keeps_float32``), where numpy's
+    weak scalar would round the float to the tensor's dtype first."""
+    args, kwargs = _sym_args(node, value_of)
+    dt = _np_dtype(node.meta["tensor_meta"])
+    if any(type(a) is float for a in args) and keeps_float32(op, dt):
+        return trace_op(op, tuple(np.float32(a) if type(a) is float else a for a in args), kwargs).astype(dt)
+    return trace_op(op, args, kwargs)
 
 
 def _fusible(node, vector_only: bool = False) -> bool:
@@ -418,11 +429,11 @@ def _fusible(node, vector_only: bool = False) -> bool:
             raise NotElementwise(f"a {_np_dtype(m)} input")
         return inputs.setdefault(n, input_sym(len(inputs), _np_dtype(m)))
     try:
-        args, kwargs = _sym_args(node, value_of)
-        out = trace_op(op, args, kwargs)
+        out = _traced(op, node, value_of)
     except NotElementwise:
         return False
-    return out.dtype == _np_dtype(node.meta["tensor_meta"]) and not (vector_only and cpu.calls_libm(out))
+    return (out.dtype == _np_dtype(node.meta["tensor_meta"]) and cpu.rounds_as_eager(out)
+            and not (vector_only and cpu.calls_libm(out)))
 
 
 def _describe(members: list, outputs: list, reduce: str | None = None) -> tuple:
@@ -437,8 +448,7 @@ def _describe(members: list, outputs: list, reduce: str | None = None) -> tuple:
         return externals[n]
     names = []
     for m in members:
-        args, kwargs = _sym_args(m, value_of)
-        syms[m] = trace_op(REGISTRY[op_name(m)], args, kwargs)
+        syms[m] = _traced(REGISTRY[op_name(m)], m, value_of)
         names.append(op_name(m))
     shape = tuple(np.broadcast_shapes(*(tuple(m.meta["tensor_meta"].shape) for m in outputs)))
     ins = [(str(_np_dtype(n.meta["tensor_meta"])), tuple(n.meta["tensor_meta"].shape)) for n in externals]
