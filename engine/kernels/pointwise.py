@@ -23,7 +23,7 @@ from .fastmath import (erf_aten, exp_sleef_u10, expm1_sleef_u10, fma, gelu16_one
                        gelu_onednn_avx512, log1p_sleef_core, log_sleef_u10, pow_sleef_u10, select,
                        tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "log_sigmoid", "log_sigmoid_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign", "pow_number", "log1p", "expm1"]
 
 F = np.float32
@@ -194,6 +194,30 @@ def gelu_backward(g, x, out, tanh, mode, block, run):
         m = end - (end - start) % block
         _gelu_backward(g[start:m], x[start:m], out[start:m], tanh, mode, True)
         _gelu_backward(g[m:end], x[m:end], out[m:end], tanh, mode, False)
+
+
+# ATen's log_sigmoid (``log_sigmoid_cpu_kernel``) runs Vectorized over every element of the contiguous input,
+# the tail a partial vector: Sleef's exp and log1p throughout, so neither split nor layout changes a float.
+# Its backward reads the forward's buffer ``z = exp(-|x|)``; recomputed here with the same Sleef exp, the
+# same bits. ``max_deriv - sign * q`` with sign +-1 is exact, fused or not.
+@njit(**_JIT)
+def log_sigmoid(x, out):
+    """``min(x, 0) - log1p(exp(-|x|))``; NaN stays NaN (Sleef's log1p gives ``logf`` beyond its bound)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        z = exp_sleef_u10(-abs(v))
+        lz = log1p_sleef_core(z) if z <= _LOG1P_BOUND else log_sleef_u10(z)
+        out[i] = (v if v < F(0.0) else F(0.0)) - lz
+
+
+@njit(**_JIT)
+def log_sigmoid_backward(g, x, out):
+    """``g (1 - z/(1+z))`` below 0, ``g z/(1+z)`` else, ``z = exp(-|x|)``."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        z = exp_sleef_u10(-abs(v))
+        q = z / (F(1.0) + z)
+        out[i] = ((F(1.0) - q) if v < F(0.0) else q) * g[i]
 
 
 @njit(**_JIT)

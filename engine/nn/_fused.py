@@ -506,13 +506,26 @@ def _half(xp, x) -> bool:
     return x.dtype is BFLOAT16_NP or x.dtype == xp.float16
 
 
+def _dense_map(xp, loop, *arrays):
+    """``loop(*flat arrays, flat out)`` over C-contiguous copies (ATen reads ``input.contiguous()``; an
+    elementwise loop with no scalar tail gives the same floats in any order), split across threads."""
+    flats = [xp.ascontiguousarray(a).reshape(-1) for a in arrays]
+    out = xp.empty(arrays[-1].shape, xp.float32)
+    kernels.parallel(loop, len(flats) + 1, *flats, out.reshape(-1))
+    return out
+
+
 def _log_sigmoid_fwd(xp, x):
+    if _aten_loop(xp, x):
+        return _dense_map(xp, kernels.loops("pointwise").log_sigmoid, x)
     a = x.astype(xp.float32) if _half(xp, x) else x
     out = xp.minimum(a, 0) - xp.log1p(xp.exp(-xp.abs(a)))
     return out.astype(x.dtype) if _half(xp, x) else out
 
 
 def _log_sigmoid_bwd_fwd(xp, g, x):
+    if _aten_loop(xp, g, x):
+        return _dense_map(xp, kernels.loops("pointwise").log_sigmoid_backward, g, x)
     half = _half(xp, x)
     a, gf = (x.astype(xp.float32), g.astype(xp.float32)) if half else (x, g)
     z = xp.exp(-xp.abs(a))
