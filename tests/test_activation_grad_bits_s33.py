@@ -55,3 +55,55 @@ def test_logsigmoid_gradcheck_float64():
     x = tl.tensor(np.random.default_rng(0).standard_normal(7), dtype=tl.float64, requires_grad=True)
     assert tl.autograd.gradcheck(tl.nn.functional.logsigmoid, (x,))
     assert tl.autograd.gradgradcheck(tl.nn.functional.logsigmoid, (x,))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("fn, kw", [("softplus", {}), ("softplus", {"beta": 2.0, "threshold": 5.0}),
+                                    ("elu", {}), ("elu", {"alpha": 0.7}), ("mish", {})])
+def test_softplus_elu_bits(fn, kw, n, threads):
+    (y0, g0), (y1, g1) = _both(fn, _inputs(n), threads, **kw)
+    _same_bits(y0, y1)
+    _same_bits(g0, g1)
+
+
+@pytest.mark.parametrize("fn", ["softplus", "elu", "mish"])
+def test_softplus_elu_strided_bits(fn):
+    x = _inputs(64 * 100).reshape(64, 100)[:, 1:98]
+    torch.set_num_threads(1)
+    tl.set_num_threads(1)
+    res = []
+    for lib in (torch, tl):
+        t = lib.tensor(x, requires_grad=True)
+        y = getattr(lib.nn.functional, fn)(t.t())
+        y.backward(lib.ones_like(y))
+        res.append((y.detach().numpy(), t.grad.numpy()))
+    _same_bits(res[0][0], res[1][0])
+    _same_bits(res[0][1], res[1][1])
+
+
+@pytest.mark.parametrize("fn, kw", [("softplus", {"beta": 1.5, "threshold": 3.0}), ("elu", {"alpha": 0.7}),
+                                    ("mish", {})])
+def test_softplus_elu_gradcheck_float64(fn, kw):
+    x = tl.tensor(np.random.default_rng(1).standard_normal(9) * 3, dtype=tl.float64, requires_grad=True)
+    f = lambda t: getattr(tl.nn.functional, fn)(t, **kw)   # noqa: E731
+    assert tl.autograd.gradcheck(f, (x,))
+    assert tl.autograd.gradgradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("fn", ["softplus", "elu", "mish"])
+def test_softplus_elu_half(fn):
+    x = np.random.default_rng(2).standard_normal(50).astype(np.float32)
+    for dt in ("bfloat16", "float16"):
+        a = getattr(torch.nn.functional, fn)(torch.tensor(x).to(getattr(torch, dt))).float().numpy()
+        b = getattr(tl.nn.functional, fn)(tl.tensor(x).to(getattr(tl, dt))).float().numpy()
+        _same_bits(a, b)
+
+
+@pytest.mark.parametrize("n", [32769, 70003, 100003])
+@pytest.mark.parametrize("fn", ["sigmoid", "silu", "gelu", "softplus", "elu", "mish"])
+def test_two_thread_chunks_bits(fn, n):
+    """At two threads PyTorch's parallel_for chunks each take their own scalar tail (the loop's chunks)."""
+    (y0, g0), (y1, g1) = _both(fn, _inputs(n), 2, **({"approximate": "tanh"} if fn == "gelu" else {}))
+    _same_bits(y0, y1)
+    _same_bits(g0, g1)

@@ -184,7 +184,8 @@ def _inplace_refusal(op, args, params, size: int, target, level_pos: int) -> str
 # maps of their inputs' values alone, besides the ops declared elementwise
 _ELEMENTWISE = frozenset(("clone", "copy", "fill", "masked_fill", "detach", "gelu", "gelu_backward", "silu",
                           "silu_backward", "hardsigmoid", "hardsigmoid_backward", "hardswish", "hardswish_backward",
-                          "log_sigmoid", "log_sigmoid_backward", "isclose", "to_device", "real", "imag", "one_hot"))
+                          "log_sigmoid", "log_sigmoid_backward", "softplus", "softplus_backward", "elu", "elu_backward",
+                          "mish", "mish_backward", "isclose", "to_device", "real", "imag", "one_hot"))
 # reductions whose ``dims=None`` means every dim
 _REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "any", "all", "var", "std", "norm", "logsumexp",
                          "count_nonzero"))

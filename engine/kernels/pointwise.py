@@ -23,7 +23,7 @@ from .fastmath import (erf_aten, exp_sleef_u10, expm1_sleef_u10, fma, gelu16_one
                        gelu_onednn_avx512, log1p_sleef_core, log_sleef_u10, pow_sleef_u10, select,
                        tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "log_sigmoid", "log_sigmoid_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "softplus", "softplus_backward", "elu", "elu_backward", "mish", "mish_backward", "log_sigmoid", "log_sigmoid_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign", "pow_number", "log1p", "expm1"]
 
 F = np.float32
@@ -194,6 +194,142 @@ def gelu_backward(g, x, out, tanh, mode, block, run):
         m = end - (end - start) % block
         _gelu_backward(g[start:m], x[start:m], out[start:m], tanh, mode, True)
         _gelu_backward(g[m:end], x[m:end], out[m:end], tanh, mode, False)
+
+
+# softplus and elu (ATen's ``softplus_kernel``/``elu_kernel`` and their backwards): ``cpu_kernel_vec``
+# loops, Sleef's exp/expm1 in the vector body and libm in the scalar tail (rows as ``sigmoid``'s). The
+# vector forms blend both branches by ``x > 0`` (or ``beta x > threshold``), the scalar ones branch on
+# ``x <= 0``: a NaN takes the other side in each.
+@njit(**_JIT)
+def _softplus(x, out, beta, threshold, exact):
+    for i in range(x.shape[0]):
+        bx = x[i] * beta
+        if exact:
+            z = exp_sleef_u10(bx)
+            lz = log1p_sleef_core(z) if z <= _LOG1P_BOUND else log_sleef_u10(z)
+        else:
+            lz = math.log1p(math.exp(bx))
+        out[i] = x[i] if bx > threshold else lz / beta
+
+
+@njit(**_JIT)
+def softplus(x, out, beta, threshold, block, run):
+    """``log1p(exp(beta x)) / beta``; ``x`` above the threshold."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _softplus(x[start:m], out[start:m], beta, threshold, True)
+        _softplus(x[m:end], out[m:end], beta, threshold, False)
+
+
+@njit(**_JIT)
+def _softplus_backward(g, x, out, beta, threshold, exact):
+    for i in range(x.shape[0]):
+        bx = x[i] * beta
+        z = exp_sleef_u10(bx) if exact else math.exp(bx)
+        out[i] = g[i] if bx > threshold else g[i] * z / (z + F(1.0))
+
+
+@njit(**_JIT)
+def softplus_backward(g, x, out, beta, threshold, block, run):
+    """``g z/(z + 1)``, ``z = exp(beta x)``; ``g`` above the threshold."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _softplus_backward(g[start:m], x[start:m], out[start:m], beta, threshold, True)
+        _softplus_backward(g[m:end], x[m:end], out[m:end], beta, threshold, False)
+
+
+@njit(**_JIT)
+def _elu(x, out, alpha, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if exact:
+            out[i] = v if v > F(0.0) else expm1_sleef_u10(v) * alpha
+        else:
+            out[i] = math.expm1(v) * alpha if v <= F(0.0) else v
+
+
+@njit(**_JIT)
+def elu(x, out, alpha, block, run):
+    """``x`` above 0, ``alpha (exp(x) - 1)`` else."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _elu(x[start:m], out[start:m], alpha, True)
+        _elu(x[m:end], out[m:end], alpha, False)
+
+
+@njit(**_JIT)
+def _elu_backward(g, x, out, alpha, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if exact:
+            out[i] = g[i] if v > F(0.0) else g[i] * alpha * exp_sleef_u10(v)
+        else:
+            out[i] = g[i] * alpha * math.exp(v) if v <= F(0.0) else g[i]
+
+
+@njit(**_JIT)
+def elu_backward(g, x, out, alpha, block, run):
+    """``g`` above 0, ``g alpha exp(x)`` else (from the input, as PyTorch's ``elu`` saves it)."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _elu_backward(g[start:m], x[start:m], out[start:m], alpha, True)
+        _elu_backward(g[m:end], x[m:end], out[m:end], alpha, False)
+
+
+# mish (ATen's ``mish_kernel``/``mish_backward_kernel``): ``cpu_kernel_vec`` loops with no threshold,
+# ``tanh(log1p(exp(x)))`` by Sleef in the vector body (its log1p is ``logf`` beyond 1e38) and libm in the tail;
+# the backward's ``1 - t^2`` and last sum fused (GCC's contraction, vector and scalar alike: measured).
+@njit(**_JIT, inline="always")
+def _tanh_softplus(v, exact):
+    if exact:
+        z = exp_sleef_u10(v)
+        return tanh_sleef_u10(log1p_sleef_core(z) if z <= _LOG1P_BOUND else log_sleef_u10(z))
+    return math.tanh(math.log1p(math.exp(v)))
+
+
+@njit(**_JIT)
+def _mish(x, out, exact):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * _tanh_softplus(x[i], exact)
+
+
+@njit(**_JIT)
+def mish(x, out, block, run):
+    """``x tanh(log1p(exp(x)))`` (rows as ``sigmoid``'s)."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _mish(x[start:m], out[start:m], True)
+        _mish(x[m:end], out[m:end], False)
+
+
+@njit(**_JIT)
+def _mish_backward(g, x, out, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        s = F(1.0) / (F(1.0) + (exp_sleef_u10(-v) if exact else math.exp(-v)))
+        t = _tanh_softplus(v, exact)
+        out[i] = g[i] * fma(v * s, fma(-t, t, F(1.0)), t)
+
+
+@njit(**_JIT)
+def mish_backward(g, x, out, block, run):
+    """``g (t + x s (1 - t^2))``, ``t = tanh(log1p(exp(x)))``, ``s = 1/(1 + exp(-x))``."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _mish_backward(g[start:m], x[start:m], out[start:m], True)
+        _mish_backward(g[m:end], x[m:end], out[m:end], False)
 
 
 # ATen's log_sigmoid (``log_sigmoid_cpu_kernel``) runs Vectorized over every element of the contiguous input,
@@ -534,7 +670,8 @@ def aten_block() -> int:
 def aten_map(loop, arrays, params):
     """``loop(*flat arrays, flat out, *params, block, run)`` into a new array: float32 ``arrays`` of one shape
     read in the order ATen's elementwise loop (``cpu_kernel_vec``) visits them -- memory order when all are
-    dense alike (C or F), one loop; else C order in rows of the shortest ``_run`` -- with ATen's split
+    dense alike (C or F), one loop per ``parallel_for`` chunk (``_chunk``); else C order in rows of the
+    shortest ``_run`` -- with ATen's split
     into vector body and scalar tail per loop, and, above ``PARALLEL_MIN``, threads cutting the flat arrays
     at multiples of the vector step (or of the rows)."""
     x = arrays[-1]

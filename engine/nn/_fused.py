@@ -22,7 +22,7 @@ from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "silu", "hardswish", "hardsigmoid", "log_sigmoid",
+__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "silu", "hardswish", "hardsigmoid", "softplus", "elu", "mish", "log_sigmoid",
            "nll_loss", "cross_entropy"]
 
 
@@ -497,6 +497,115 @@ _silu = Op("silu", _silu_fwd, _silu_vjp, promote="float", saves=ALL, cost=_numel
 
 def silu(x: Tensor) -> Tensor:
     return apply(_silu, x)
+
+
+# ---------------------------------------------------------------- softplus, elu
+# ATen's kernels: softplus ``log1p(exp(beta x)) / beta`` (x above ``threshold``), its backward
+# ``g z/(z + 1)``, z = exp(beta x); elu ``alpha expm1(x)`` at or below 0, its backward (from the input)
+# ``g alpha exp(x)``. On cpu float32 ``kernels.pointwise``'s loops give PyTorch's floats; the rest is numpy.
+def _softplus_fwd(xp, x, *, beta, threshold):
+    if _aten_loop(xp, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.softplus, (x,), (xp.float32(beta), xp.float32(threshold)))
+    bx = x * x.dtype.type(beta)
+    return xp.where(bx > threshold, x, xp.log1p(xp.exp(xp.minimum(bx, threshold))) / x.dtype.type(beta))
+
+
+def _softplus_bwd_fwd(xp, g, x, *, beta, threshold):
+    if _aten_loop(xp, g, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.softplus_backward, (g, x), (xp.float32(beta), xp.float32(threshold)))
+    bx = x * x.dtype.type(beta)
+    z = xp.exp(xp.minimum(bx, threshold))
+    return xp.where(bx > threshold, g, g * z / (z + 1))
+
+
+def _softplus_bwd_vjp(gg, out, g, x, *, beta, threshold):
+    s = (x * beta).sigmoid()
+    return (apply(_softplus_bwd, gg, x, beta=beta, threshold=threshold),
+            (gg * g * beta * s * (1 - s)).where(x * beta <= threshold, 0.0))
+
+
+_softplus_bwd = Op("softplus_backward", _softplus_bwd_fwd, _softplus_bwd_vjp, cost=_numel)
+_softplus = Op("softplus", _softplus_fwd,
+               lambda g, out, x, *, beta, threshold: (apply(_softplus_bwd, g, x, beta=beta, threshold=threshold),),
+               promote="float", saves=ALL, cost=_numel,
+               onnx=lambda g, x, *, beta, threshold: g.op("Div", g.op("Softplus", g.op("Mul", x, beta)), beta))
+
+
+def softplus(x: Tensor, beta: float, threshold: float) -> Tensor:
+    return apply(_softplus, x, beta=beta, threshold=threshold)
+
+
+def _elu_fwd(xp, x, *, alpha):
+    if _aten_loop(xp, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.elu, (x,), (xp.float32(alpha),))
+    return xp.where(x > 0, x, xp.expm1(xp.minimum(x, 0)) * x.dtype.type(alpha))
+
+
+def _elu_bwd_fwd(xp, g, x, *, alpha):
+    if _aten_loop(xp, g, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.elu_backward, (g, x), (xp.float32(alpha),))
+    return xp.where(x > 0, g, g * x.dtype.type(alpha) * xp.exp(xp.minimum(x, 0)))
+
+
+def _elu_bwd_vjp(gg, out, g, x, *, alpha):
+    return (apply(_elu_bwd, gg, x, alpha=alpha), (gg * g * alpha * x.exp()).where(x <= 0, 0.0))
+
+
+_elu_bwd = Op("elu_backward", _elu_bwd_fwd, _elu_bwd_vjp, cost=_numel)
+_elu = Op("elu", _elu_fwd, lambda g, out, x, *, alpha: (apply(_elu_bwd, g, x, alpha=alpha),),
+          promote="float", saves=ALL, cost=_numel, onnx=lambda g, x, *, alpha: g.op("Elu", x, alpha=alpha))
+
+
+def elu(x: Tensor, alpha: float) -> Tensor:
+    return apply(_elu, x, alpha=alpha)
+
+
+# ---------------------------------------------------------------- mish
+# ATen's kernels: ``x tanh(softplus(x))`` with no threshold, its backward ``g (t + x s (1 - t^2))``.
+def _mish_fwd(xp, x):
+    if _aten_loop(xp, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map1(loops.mish, x)
+    return x * xp.tanh(xp.logaddexp(x, 0))
+
+
+def _mish_bwd_fwd(xp, g, x):
+    if _aten_loop(xp, g, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.mish_backward, (g, x), ())
+    t = xp.tanh(xp.logaddexp(x, 0))
+    s = 1 / (1 + xp.exp(-x))
+    return g * (t + x * s * (1 - t * t))
+
+
+def _mish_bwd_vjp(gg, out, g, x):
+    """mish'' = s (1 - t^2) (2 + x (1 - s) - 2 x s t)."""
+    s, t = x.sigmoid(), _softplus_t(x)
+    return apply(_mish_bwd, gg, x), gg * g * s * (1 - t * t) * (2 + x * (1 - s) - 2 * x * s * t)
+
+
+def _softplus_t(x: Tensor) -> Tensor:
+    return softplus(x, 1.0, 20.0).tanh()
+
+
+def _mish_vjp(g, out, x):
+    if not is_grad_enabled():
+        return (apply(_mish_bwd, g, x),)
+    s, t = x.sigmoid(), _softplus_t(x)
+    return (g * (t + x * s * (1 - t * t)),)
+
+
+_mish_bwd = Op("mish_backward", _mish_bwd_fwd, _mish_bwd_vjp, cost=_numel)
+_mish = Op("mish", _mish_fwd, _mish_vjp, promote="float", saves=ALL, cost=_numel,
+           onnx=lambda g, x: g.op("Mul", x, g.op("Tanh", g.op("Softplus", x))))
+
+
+def mish(x: Tensor) -> Tensor:
+    return apply(_mish, x)
 
 
 # ---------------------------------------------------------------- log_sigmoid

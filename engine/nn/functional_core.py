@@ -767,7 +767,7 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(elu, (input,), input, alpha=alpha, inplace=inplace)
-    return _inplace(input, lambda x: x.where(x > 0, x.expm1() * alpha), inplace)
+    return _inplace(input, lambda x: _fused.elu(x, alpha), inplace)
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
@@ -795,18 +795,13 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` as in PyTorch."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(softplus, (input,), input, beta=beta, threshold=threshold)
-    return _opmath(input, lambda x: _softplus(x, beta, threshold))
-
-
-def _softplus(x: Tensor, beta: float, threshold: float) -> Tensor:
-    bx = x * beta
-    return x.where(bx > threshold, bx.clamp(max=threshold).exp().log1p() / beta)
+    return _opmath(input, lambda x: _fused.softplus(x, beta, threshold))
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(mish, (input,), input, inplace=inplace)
-    return _inplace(input, lambda x: x * softplus(x).tanh(), inplace)
+    return _inplace(input, _fused.mish, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
