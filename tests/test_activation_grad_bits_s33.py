@@ -59,7 +59,7 @@ def test_logsigmoid_gradcheck_float64():
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("fn, kw", [("softplus", {}), ("softplus", {"beta": 2.0, "threshold": 5.0}),
+@pytest.mark.parametrize("fn, kw", [("softplus", {}), ("softplus", {"beta": 2.0, "threshold": 5.0}), ("softplus", {"threshold": 100.0}),
                                     ("elu", {}), ("elu", {"alpha": 0.7}), ("mish", {})])
 def test_softplus_elu_bits(fn, kw, n, threads):
     (y0, g0), (y1, g1) = _both(fn, _inputs(n), threads, **kw)

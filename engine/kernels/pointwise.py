@@ -34,6 +34,7 @@ _K = F(math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5)                  # kGe
 _C = F(0.044715)
 _K3C = F(3.0) * F(0.044715)                                              # kThree * kKappa, in float
 _LOG1P_BOUND = F(1e38)                                                   # Sleef's LOG1PF_BOUND: logf beyond
+_LOG1P_EXP_BOUND = F(87.0)                                               # exp below it stays below that bound
 
 
 # ---------------------------------------------------------------- PyTorch's activations, bit for bit
@@ -202,11 +203,12 @@ def gelu_backward(g, x, out, tanh, mode, block, run):
 # ``x <= 0``: a NaN takes the other side in each.
 @njit(**_JIT)
 def _softplus(x, out, beta, threshold, exact):
+    wide = not threshold < _LOG1P_EXP_BOUND      # exp(beta x) may pass Sleef's log1p bound: select per element
     for i in range(x.shape[0]):
         bx = x[i] * beta
         if exact:
             z = exp_sleef_u10(bx)
-            lz = log1p_sleef_core(z) if z <= _LOG1P_BOUND else log_sleef_u10(z)
+            lz = log_sleef_u10(z) if wide and not z <= _LOG1P_BOUND else log1p_sleef_core(z)
         else:
             lz = math.log1p(math.exp(bx))
         out[i] = x[i] if bx > threshold else lz / beta
@@ -338,12 +340,11 @@ def mish_backward(g, x, out, block, run):
 # same bits. ``max_deriv - sign * q`` with sign +-1 is exact, fused or not.
 @njit(**_JIT)
 def log_sigmoid(x, out):
-    """``min(x, 0) - log1p(exp(-|x|))``; NaN stays NaN (Sleef's log1p gives ``logf`` beyond its bound)."""
+    """``min(x, 0) - log1p(exp(-|x|))``: Sleef's log1p core alone, as its argument is at most 1 (or NaN,
+    which the core keeps NaN)."""
     for i in range(x.shape[0]):
         v = x[i]
-        z = exp_sleef_u10(-abs(v))
-        lz = log1p_sleef_core(z) if z <= _LOG1P_BOUND else log_sleef_u10(z)
-        out[i] = (v if v < F(0.0) else F(0.0)) - lz
+        out[i] = (v if v < F(0.0) else F(0.0)) - log1p_sleef_core(exp_sleef_u10(-abs(v)))
 
 
 @njit(**_JIT)

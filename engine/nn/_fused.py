@@ -507,6 +507,10 @@ def _softplus_fwd(xp, x, *, beta, threshold):
     if _aten_loop(xp, x):
         loops = kernels.loops("pointwise")
         return loops.aten_map(loops.softplus, (x,), (xp.float32(beta), xp.float32(threshold)))
+    return _softplus_formula(xp, x, beta, threshold)
+
+
+def _softplus_formula(xp, x, beta, threshold):
     bx = x * x.dtype.type(beta)
     return xp.where(bx > threshold, x, xp.log1p(xp.exp(xp.minimum(bx, threshold))) / x.dtype.type(beta))
 
@@ -570,14 +574,14 @@ def _mish_fwd(xp, x):
     if _aten_loop(xp, x):
         loops = kernels.loops("pointwise")
         return loops.aten_map1(loops.mish, x)
-    return x * xp.tanh(xp.logaddexp(x, 0))
+    return x * xp.tanh(_softplus_formula(xp, x, 1.0, 20.0))
 
 
 def _mish_bwd_fwd(xp, g, x):
     if _aten_loop(xp, g, x):
         loops = kernels.loops("pointwise")
         return loops.aten_map(loops.mish_backward, (g, x), ())
-    t = xp.tanh(xp.logaddexp(x, 0))
+    t = xp.tanh(_softplus_formula(xp, x, 1.0, 20.0))
     s = 1 / (1 + xp.exp(-x))
     return g * (t + x * s * (1 - t * t))
 
