@@ -201,27 +201,43 @@ def gelu_backward(g, x, out, tanh, mode, block, run):
 # loops, Sleef's exp/expm1 in the vector body and libm in the scalar tail (rows as ``sigmoid``'s). The
 # vector forms blend both branches by ``x > 0`` (or ``beta x > threshold``), the scalar ones branch on
 # ``x <= 0``: a NaN takes the other side in each.
+@njit(**_JIT, inline="always")
+def _softplus_value(v, beta, threshold, exact, wide):
+    bx = v * beta
+    if exact:
+        z = exp_sleef_u10(bx)
+        lz = log_sleef_u10(z) if wide and not z <= _LOG1P_BOUND else log1p_sleef_core(z)
+    else:
+        lz = math.log1p(math.exp(bx))
+    return v if bx > threshold else lz / beta
+
+
 @njit(**_JIT)
 def _softplus(x, out, beta, threshold, exact):
-    wide = not threshold < _LOG1P_EXP_BOUND      # exp(beta x) may pass Sleef's log1p bound: select per element
     for i in range(x.shape[0]):
-        bx = x[i] * beta
-        if exact:
-            z = exp_sleef_u10(bx)
-            lz = log_sleef_u10(z) if wide and not z <= _LOG1P_BOUND else log1p_sleef_core(z)
-        else:
-            lz = math.log1p(math.exp(bx))
-        out[i] = x[i] if bx > threshold else lz / beta
+        out[i] = _softplus_value(x[i], beta, threshold, exact, False)
+
+
+@njit(**_JIT)
+def _softplus_wide(x, out, beta, threshold):
+    """The vector body where ``exp(beta x)`` may pass Sleef's log1p bound (a threshold above 87): Sleef's
+    ``logf`` there, chosen per element (the choice costs 1.5x, so the common threshold goes without it)."""
+    for i in range(x.shape[0]):
+        out[i] = _softplus_value(x[i], beta, threshold, True, True)
 
 
 @njit(**_JIT)
 def softplus(x, out, beta, threshold, block, run):
     """``log1p(exp(beta x)) / beta``; ``x`` above the threshold."""
     n = x.shape[0]
+    wide = not threshold < _LOG1P_EXP_BOUND
     for start in range(0, n, run):
         end = min(start + run, n)
         m = end - (end - start) % block
-        _softplus(x[start:m], out[start:m], beta, threshold, True)
+        if wide:
+            _softplus_wide(x[start:m], out[start:m], beta, threshold)
+        else:
+            _softplus(x[start:m], out[start:m], beta, threshold, True)
         _softplus(x[m:end], out[m:end], beta, threshold, False)
 
 
