@@ -570,10 +570,12 @@ def elu(x: Tensor, alpha: float) -> Tensor:
 
 # ---------------------------------------------------------------- mish
 # ATen's kernels: ``x tanh(softplus(x))`` with no threshold, its backward ``g (t + x s (1 - t^2))``.
+_MISH_SMALL = kernels.small_entry("mish")
+
+
 def _mish_fwd(xp, x):
     if _aten_loop(xp, x):
-        loops = kernels.loops("pointwise")
-        return loops.aten_map1(loops.mish, x)
+        return kernels.loops("pointwise").aten_map1(_MISH_SMALL, x)
     return x * xp.tanh(_softplus_formula(xp, x, 1.0, 20.0))
 
 
