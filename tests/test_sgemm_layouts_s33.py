@@ -2,6 +2,10 @@
 (numba compiled one per layout, ~7 s each in a fresh install): C, F and strided operands, whole,
 split and stacked, give the same floats as C-contiguous ones, and torch's values."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -38,7 +42,6 @@ def test_layouts_share_the_floats_and_one_compiled_body(m, k, n):
             out[...] = np.nan
             SG.matmul_into(x, y, out, parts=parts)
             assert np.array_equal(out, want), (name, parts)
-    assert len(SG._sgemm_part.signatures) == 1, SG._sgemm_part.signatures
 
 
 def test_stacks_share_the_floats_and_one_compiled_body():
@@ -58,4 +61,27 @@ def test_stacks_share_the_floats_and_one_compiled_body():
             out = np.full((3, 24, 50), np.nan, np.float32)
             SG.matmul_batch_into(x, y, out, parts=parts)
             assert np.array_equal(out, want), parts
-    assert len(SG._sgemm_part.signatures) == 1, SG._sgemm_part.signatures
+
+
+# every layout, whole, split and stacked, in a process with an empty numba cache (a warm one loads
+# the callers' code with the body linked in and compiles, so lists, nothing)
+FRESH_PROCESS = """
+import numpy as np
+from tapelab import kernels
+SG = kernels.loops("sgemm")
+a, b = np.ones((20, 64), np.float32), np.ones((64, 200), np.float32)
+for x, y, out in ((a, b, np.empty((20, 200), np.float32)), (np.asfortranarray(a), b, np.empty((20, 200), np.float32)),
+                  (a, np.zeros((64, 207), np.float32)[:, :200], np.zeros((20, 203), np.float32)[:, :200])):
+    for parts in (1, 2):
+        SG.matmul_into(x, y, out, parts=parts)
+for parts in (1, 2):
+    SG.matmul_batch_into(np.ones((3, 20, 64), np.float32), np.ones((3, 64, 200), np.float32), np.empty((3, 20, 200), np.float32), parts=parts)
+print(len(SG._sgemm_part.signatures))
+"""
+
+
+def test_one_compiled_body_for_every_layout(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "1"

@@ -191,7 +191,7 @@ def _sgemm(a, b, c):
     """``c = a @ b[:, :N]`` for float32 ``a (M, K)`` with unit stride along one axis, ``b (K, >= N)``
     and ``c (M, N)`` with unit column stride. Where ``b`` holds a whole panel past column ``N``
     (``pad_columns``), the edge panel is read in place."""
-    _sgemm_part(a[:, :], b[:, :], c[:, :], 0, 1)
+    _sgemm_part(a[:, :], b[:, :], c[:, :], np.int64(0), np.int64(1))
 
 
 @njit(cache=True, error_model="numpy", nogil=True, parallel=True)
@@ -200,16 +200,17 @@ def _sgemm_parallel(a, b, c, parts):
     (its OpenMP layer forks and joins in ~1.5 us here, the Python pool in ~57 us: bench/README.md,
     session 18). Each output is computed as ``_sgemm`` computes it, whatever the part."""
     for t in prange(parts):
-        _sgemm_part(a[:, :], b[:, :], c[:, :], np.int64(t), parts)   # prange's index is unsigned: one signature
+        _sgemm_part(a[:, :], b[:, :], c[:, :], np.int64(t), np.int64(parts))
 
 
 @njit(**_JIT)
 def _sgemm_part(a, b, c, part, parts):
     """Part ``part`` of ``parts`` of ``_sgemm``: a range of its row blocks where there are at least
     two a part, else a range of its column panels; each block as the whole product runs it. Called,
-    not inlined, and with ``x[:, :]`` for each operand (numba types it any-layout, 'A', whatever
-    ``x``'s layout): ``_sgemm``, ``_sgemm_parallel`` and the stacks' kernels share one compiled body
-    for C, F and strided operands alike. It took ~7 s to compile per layout, and 16 s inlined into
+    not inlined, with ``x[:, :]`` for each operand (numba types it any-layout, 'A', whatever ``x``'s
+    layout) and int64 part numbers (not literals, nor prange's unsigned index): ``_sgemm``,
+    ``_sgemm_parallel`` and the stacks' kernels share one compiled body for C, F and strided
+    operands alike. It took ~7 s to compile per layout, and 16 s inlined into
     ``_sgemm_parallel`` (bench/README.md, issue 17, session 33); the kernels read through strides
     and offsets, so the floats are the same."""
     m, k_len = a.shape
@@ -299,9 +300,9 @@ def _sgemm_batch_parallel(a, b, c):
     b_rows = b.strides[2] == 4
     for p in prange(a.shape[0]):
         if b_rows:
-            _sgemm_part(a[p, :, :], b[p, :, :], c[p, :, :], 0, 1)
+            _sgemm_part(a[p, :, :], b[p, :, :], c[p, :, :], np.int64(0), np.int64(1))
         else:
-            _sgemm_part(a[p, :, :], _transposed(b[p].T)[:, :], c[p, :, :], 0, 1)
+            _sgemm_part(a[p, :, :], _transposed(b[p].T)[:, :], c[p, :, :], np.int64(0), np.int64(1))
 
 
 @njit(**_JIT)
