@@ -1,4 +1,4 @@
-"""``python -m tapelab.kernels.warm`` compiles the eager kernels a first step needs into numba's disk
+"""``python -m tapelab.warm`` compiles the eager kernels a first step needs into numba's disk
 cache: a later process's same step then loads every kernel and compiles none."""
 import os
 import subprocess
@@ -8,7 +8,7 @@ import sys
 SECOND_PROCESS = """
 import sys
 from numba.core.dispatcher import Dispatcher
-from tapelab.kernels import warm
+from tapelab import warm
 warm.warm(("mlp",), (1,))
 kernels = [v for name, m in list(sys.modules.items()) if name.startswith("tapelab") and m is not None
            for v in vars(m).values() if isinstance(v, Dispatcher)]
@@ -25,8 +25,8 @@ def _run(args, cache_dir):
 
 
 def test_warm_fills_the_cache_a_later_first_step_loads(tmp_path):
-    out = _run(["-m", "tapelab.kernels.warm", "--models", "mlp", "--threads", "1"], tmp_path)
-    assert "tapelab.kernels.warm: mlp, 1 thread(s):" in out
+    out = _run(["-m", "tapelab.warm", "--models", "mlp", "--threads", "1"], tmp_path)
+    assert "tapelab.warm: mlp, 1 thread(s):" in out
     assert any(name.endswith(".nbi") for _, _, files in os.walk(tmp_path) for name in files)
     words = _run(["-c", SECOND_PROCESS], tmp_path).split()
     hits, misses = int(words[words.index("hits") + 1]), int(words[words.index("misses") + 1])
@@ -36,6 +36,6 @@ def test_warm_fills_the_cache_a_later_first_step_loads(tmp_path):
 
 def test_warm_rejects_an_unknown_model(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "tapelab.kernels.warm", "--models", "resnet"],
+    done = subprocess.run([sys.executable, "-m", "tapelab.warm", "--models", "resnet"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 2 and "invalid choice: 'resnet'" in done.stderr

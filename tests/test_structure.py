@@ -179,7 +179,7 @@ def test_no_import_cycles(graph):
 def test_no_engine_module_imports_the_package_face(graph):
     """tapelab/__init__ imports everything: an engine module that imports it to reach a name
     defined lower down would close a cycle through it. Import the defining module instead."""
-    outside = ("tapelab.widgets", "tapelab.kernel")   # above the face: their imports of it close no cycle
+    outside = ("tapelab.widgets", "tapelab.kernel", "tapelab.warm")   # above the face: their imports of it close no cycle
     importers = {m for m, v in graph["imports"].items() if "tapelab" in v and not m.startswith(outside)}
     assert not importers, sorted(importers)
 

@@ -174,13 +174,10 @@ class COOArray:
         raise unsupported("div", self.xp)
 
     def __matmul__(self, other):
-        """sparse @ dense (2-d sparse; 1-d or 2-d dense): float32 matrices on cpu through
-        ``kernels/sparse_rows.py`` (PyTorch's order and rounding), else the backend's sparse matrices."""
+        """sparse @ dense (2-d sparse; 1-d or 2-d dense) by the backend's sparse matrices (the ops take
+        float32 matrices on cpu through ``kernels.gemm.coo_product`` first: PyTorch's order and rounding)."""
         if isinstance(other, COOArray) or self.ndim != 2 or self.dense_dim:
             raise unsupported("mm", self.xp)
-        from .. import kernels       # lazily: the kernels import this package; their loop sums as PyTorch's
-        if getattr(other, "ndim", 0) == 2 and kernels.use(self.xp, self.values, other):
-            return kernels.loops("sparse_rows").product(self.indices, self.values, self.shape[0], other)
         return self._matrix() @ other
 
     def __rmatmul__(self, other):

@@ -23,24 +23,12 @@ import numpy as np
 from ..base import runtime
 from ..base.pool import ranges, run_blocks
 from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_add, gemm_here, gemms, prepack
-from .switch import enabled, loops, native, set_enabled, set_native
+from .switch import enabled, loops, native, set_enabled, set_native, use
 
 __all__ = ["enabled", "set_enabled", "native", "set_native", "use", "threads", "parallel", "loops", "gemm", "gemm_add", "gemms", "gemm_here", "prepack",
            "GEMM_PARALLEL_MIN", "parallel_ranges", "split_count", "entry", "small_entry"]
 
 _F32 = np.dtype(np.float32)
-
-
-def use(xp, *arrays) -> bool:
-    """Whether the loops take these arrays: on, ``xp`` numpy (not cupy or the meta namespace), and
-    each a C-contiguous float32 array (the loops are written for float32; other dtypes keep
-    numpy's formula)."""
-    if not enabled() or xp is not np:
-        return False
-    for a in arrays:
-        if type(a) is not np.ndarray or a.dtype != _F32 or not a.flags.c_contiguous:
-            return False
-    return True
 
 
 def entry(fn, *args):

@@ -6,7 +6,9 @@ import importlib
 import importlib.util
 import os
 
-__all__ = ["enabled", "set_enabled", "loops", "native", "set_native"]
+import numpy as np
+
+__all__ = ["enabled", "set_enabled", "loops", "native", "set_native", "use"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _LOOPS: dict = {}
@@ -60,3 +62,18 @@ def loops(name: str):
     if module is None:
         module = _LOOPS[name] = importlib.import_module(f"{__package__}.{name}")
     return module
+
+
+_F32 = np.dtype(np.float32)
+
+
+def use(xp, *arrays) -> bool:
+    """Whether the loops take these arrays: on, ``xp`` numpy (not cupy or the meta namespace), and
+    each a C-contiguous float32 array (the loops are written for float32; other dtypes keep
+    numpy's formula)."""
+    if not enabled() or xp is not np:
+        return False
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != _F32 or not a.flags.c_contiguous:
+            return False
+    return True

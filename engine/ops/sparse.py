@@ -15,6 +15,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base.coo import COOArray
 from ..base.dtype import int64
 from ..base.layout import sparse_coo, strided
+from ..kernels.gemm import coo_product
 from ..core.creation import tensor as _tensor
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
@@ -245,7 +246,8 @@ def _sparse_mm_vjp(g, out, a, b, *, sparse_grad):
 
 # sparse_grad: torch.sparse.mm gives the sparse operand a sparse gradient with its pattern,
 # torch.spmm (like mm and @) a dense one; torch.dsmm is spmm under its older name (linear_operator's KISS-GP)
-_sparse_mm = Op("sparse_mm", lambda xp, a, b, *, sparse_grad: a @ b, _sparse_mm_vjp, saves=OTHERS,
+_sparse_mm = Op("sparse_mm", lambda xp, a, b, *, sparse_grad: coo_product(xp, a, b) if type(a) is COOArray else a @ b,
+                _sparse_mm_vjp, saves=OTHERS,
                 aliases=("spmm", "dsmm"),
                 # PyTorch's nodes: torch.sparse.mm's is SparseAddmmBackward0, spmm's (an mm) MmBackward0
                 backward_name=lambda ndims, params: "SparseAddmmBackward0" if (params or {}).get("sparse_grad")

@@ -1,4 +1,4 @@
-"""``python -m tapelab.kernels.warm``: compile the eager kernels a first training step needs, before it.
+"""``python -m tapelab.warm``: compile the eager kernels a first training step needs, before it.
 
 numba compiles each kernel once per signature (argument types, array layouts included) and keeps it
 in its disk cache, so in a fresh install the first step of a small model waits for those compiles:
@@ -82,11 +82,11 @@ def warm(models: tuple[str, ...] = MODELS, threads: tuple[int, ...] | None = Non
         for name in models:
             start = time.perf_counter()
             _step(name)
-            print(f"tapelab.kernels.warm: {name}, {n} thread(s): {time.perf_counter() - start:.1f} s", flush=True)
+            print(f"tapelab.warm: {name}, {n} thread(s): {time.perf_counter() - start:.1f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tapelab.kernels.warm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tapelab.warm", description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--threads", nargs="+", type=int, help="thread counts (default: 1, and 2 with two cores)")
     args = parser.parse_args(argv)
