@@ -273,6 +273,15 @@ def keeps_forwards() -> bool:
             and STATE.functions is None and not events.has_subscribers("op"))
 
 
+def keeps_forward_state(*inputs: Tensor | None) -> bool:
+    """Whether a fused forward keeps its backward's state (layer norm's and batch norm's statistics,
+    attention's weights, cross-entropy's log-sum-exps) as a saving op and a pass-through: a gradient will
+    be taken of one of ``inputs`` (``None`` skipped) and ``keeps_forwards()``; a watcher that does not keep
+    them sees the one named op, whose backward recomputes the state."""
+    return (any(t is not None and t.requires_grad for t in inputs)
+            and (not GRAD_OFF or _get_ident() not in GRAD_OFF) and keeps_forwards())
+
+
 def watched() -> bool:
     """Whether a mode, anomaly detection or an ``op`` subscriber watches: ``STATE.slow`` without the
     ``__torch_function__`` hook alone (which a live Tensor subclass keeps installed for every op)."""

@@ -17,7 +17,7 @@ from ..base import backend as _backend
 from ..base.dtype import BFLOAT16_NP, REDUCED_NP, float32 as _float32, in_float32, in_opmath
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.dispatch import apply, keeps_forwards
+from ..core.dispatch import apply, keeps_forward_state
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
@@ -380,18 +380,10 @@ def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | Non
     params = dict(dims=tuple(range(x.ndim - n_dims, x.ndim)), eps=float(eps), has_weight=weight is not None)
     if bf16_sums:
         params["bf16_sums"] = True
-    if _keeps_ln_stats(x, affine):
+    if x.dtype is _float32 and keeps_forward_state(x, *affine):
         out, mean, rstd = apply(_ln_saving, x, *affine, **params)
         return apply(_ln_saved, x, *affine, out, mean, rstd, **params)
     return apply(_ln, x, *affine, **params)
-
-
-def _keeps_ln_stats(x: Tensor, affine: tuple) -> bool:
-    """Whether the forward keeps its statistics for the backward: a float32 input (the loop's dtype) of
-    which a gradient will be taken, and nobody watches but a mode that keeps them (``dispatch.keeps_forwards``:
-    a capture; another watcher sees the one named op, whose backward recomputes them)."""
-    return (x.dtype is _float32 and keeps_forwards() and is_grad_enabled()
-            and (x.requires_grad or any(t.requires_grad for t in affine)))
 
 
 # ---------------------------------------------------------------- hardswish, hardsigmoid
@@ -1031,7 +1023,7 @@ def cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None, ignore_index
     w = (weight,) if weight is not None else ()
     params = dict(cdim=int(x.ndim >= 2), reduction=reduction, ignore_index=ignore_index,
                   label_smoothing=float(label_smoothing), check=check)
-    if x.dtype is _float32 and x.requires_grad and keeps_forwards() and is_grad_enabled():
+    if x.dtype is _float32 and keeps_forward_state(x):
         loss, lse = apply(_ce_saving, x, target, *w, **params)
         return apply(_ce_saved, x, target, *w, loss, lse, **params)
     return apply(_ce, x, target, *w, **params)

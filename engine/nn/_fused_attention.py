@@ -26,7 +26,7 @@ from ..kernels.gemm import attention as _one_region, attention_grad as _one_regi
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
-from ..core.dispatch import apply, keeps_forwards
+from ..core.dispatch import apply, keeps_forward_state
 from ..core.registry import Op
 from ..core.tensor import Tensor, sum_to
 from ._fused import _softmax, _softmax_bwd
@@ -401,13 +401,6 @@ _attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough
                       backward_name=_backward_name)
 
 
-def _saving(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:
-    """Whether to keep the weights for the backward: a gradient will be taken, nobody watches but a
-    mode that keeps them (``dispatch.keeps_forwards``: a capture; another watcher sees the one named op), and not bfloat16 or half (PyTorch's flash kernels, both ways)."""
-    return (keeps_forwards() and is_grad_enabled() and q.dtype not in (_dtype.bfloat16, _dtype.float16)
-            and (q.requires_grad or k.requires_grad or v.requires_grad or (mask is not None and mask.requires_grad)))
-
-
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, keep: Tensor | None, scale: float,
               causal: bool) -> Tensor:
     """``softmax(q kᵀ scale + mask) v`` with an optional bool/float ``mask`` or ``causal`` (top-left
@@ -415,7 +408,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, keep: Tensor
     masked = "" if mask is None else ("bool" if mask.dtype == _dtype.bool else "float")
     extra = tuple(t for t in (mask, keep) if t is not None)
     params = dict(scale=float(scale), causal=bool(causal), masked=masked, dropped=keep is not None)
-    if _saving(q, k, v, mask):
+    if q.dtype not in (_dtype.bfloat16, _dtype.float16) and keeps_forward_state(q, k, v, mask):
+        # keep the weights for the backward, not in bfloat16 or half (PyTorch's flash kernels, both ways)
         out, p = apply(_fwd_saving, q, k, v, *extra, **params)
         return apply(_attention_saved, q, k, v, *extra, out, p, **params)
     return apply(_attention, q, k, v, *extra, scale=float(scale), causal=bool(causal), masked=masked,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.dispatch import apply, keeps_forwards
+from ..core.dispatch import apply, keeps_forward_state
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.indexing import _index_select_bounds, add_at
@@ -1263,18 +1263,10 @@ def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | No
     variance (``var_sum / (M - 1)``, rounded as ATen rounds it for the running estimate)."""
     affine = tuple(t for t in (weight, bias) if t is not None)
     params = dict(dims=tuple(dims), eps=float(eps), has_weight=weight is not None)
-    if _keeps_stats(x, affine):
+    if keeps_forward_state(x, *affine):
         out, mean, var, unbiased, save_mean, invstd = apply(_bn_saving, x, *affine, **params)
         return apply(_bn_saved, x, *affine, out, save_mean, invstd, **params), mean, var, unbiased
     return apply(_bn, x, *affine, **params)
-
-
-def _keeps_stats(x: Tensor, affine: tuple) -> bool:
-    """Whether the forward's statistics are kept for the backward (``batch_norm_normalize_forward``
-    then ``..._saved_stats``, the way attention keeps its weights): a gradient will be taken and
-    nobody watches but a mode that keeps them (``dispatch.keeps_forwards``: a capture; another watcher sees
-    the one named op, whose backward recomputes them)."""
-    return keeps_forwards() and is_grad_enabled() and (x.requires_grad or any(t.requires_grad for t in affine))
 
 
 # Eval mode: the stored statistics, ``out = x * alpha + beta`` with ``alpha = invstd * w`` and
