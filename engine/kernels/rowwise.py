@@ -1,5 +1,5 @@
 """Row-wise loops over ``(rows, cols)`` float32 arrays: softmax and log_softmax forward and
-backward, the scaled (optionally causal) attention softmax in place, layer_norm forward and
+backward, the scaled (optionally causal, or masked by an array) attention softmax in place, layer_norm forward and
 backward, class-index cross-entropy from logits forward and backward, and class-index NLL (a
 gather and its scatter, one pass each, after ``target_weights`` has checked the targets).
 
@@ -22,7 +22,7 @@ from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lanes
 from .row_masks import scale_first, scaled_max
 
-__all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
+__all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax", "attention_softmax_masked", "attention_softmax_kept",
            "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
@@ -312,6 +312,59 @@ def attention_softmax(s, L, scale, causal):
             row[j] = e
             z += e
         scale_first(row, n, F(1.0) / z)
+
+
+@njit(**_JIT)
+def attention_softmax_masked(s, heads, B, mask, scale):
+    """The attention weights from the scores ``s`` (``N`` heads of ``(L, S)``), in place:
+    ``softmax(s scale + mask)`` with a float ``mask`` of shape ``(A', B', L', S)``, each of its first
+    three dims 1 (shared: a padding mask's heads and queries, a causal mask's batch) or the scores'
+    (``heads[n]`` is head ``n``'s index ``a B + b`` among the scores' ``(A, B)`` heads), so no full-size
+    ``s + mask`` is made. A row with nothing to attend (every score -inf) gives zeros."""
+    N, L, S = s.shape
+    for n in range(N):
+        a, b = _mask_head(mask, heads[n], B)
+        for i in range(L):
+            row, m = s[n, i], mask[a, b, i if mask.shape[2] > 1 else 0]
+            for j in range(S):
+                row[j] = row[j] * scale + m[j]
+            _softmax_in_place(row, S)
+
+
+@njit(**_JIT)
+def attention_softmax_kept(s, heads, B, keep, scale):
+    """``attention_softmax_masked`` with a bool mask: ``softmax(s scale)`` over the keys ``keep`` is True at,
+    the others 0."""
+    N, L, S = s.shape
+    ninf = F(-np.inf)
+    for n in range(N):
+        a, b = _mask_head(keep, heads[n], B)
+        for i in range(L):
+            row, k = s[n, i], keep[a, b, i if keep.shape[2] > 1 else 0]
+            for j in range(S):
+                row[j] = row[j] * scale if k[j] else ninf
+            _softmax_in_place(row, S)
+
+
+@njit(**_JIT)
+def _mask_head(mask, head, B):
+    """The mask's ``(a, b)`` for the scores' head ``head`` (``a B + b``), 0 along a shared dim."""
+    return (head // B if mask.shape[0] > 1 else 0), (head % B if mask.shape[1] > 1 else 0)
+
+
+@njit(**_JIT)
+def _softmax_in_place(row, S):
+    """``row[:S]`` replaced by its softmax (times ``1 / sum``, as ATen's); all -inf gives zeros."""
+    m = scaled_max(row, S, F(1.0))
+    if m == F(-np.inf):
+        row[:S] = F(0.0)
+        return
+    z = F(0.0)
+    for j in range(S):
+        e = exp32(row[j] - m)
+        row[j] = e
+        z += e
+    scale_first(row, S, F(1.0) / z)
 
 
 @njit(**_JIT)
