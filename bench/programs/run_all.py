@@ -14,7 +14,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = [("GPT d128", ["gpt.py", "--d", "128"]), ("GPT d384", ["gpt.py", "--d", "384"]),
             ("LSTM LM 2x200", ["lstm_lm.py"]), ("ResNet basic blocks", ["resnet.py"]), ("GCN sparse", ["gcn.py"]),
-            ("cell LM rnn", ["cell_lm.py", "--cell", "rnn"]), ("cell LM gru", ["cell_lm.py", "--cell", "gru"])]
+            ("cell LM rnn", ["cell_lm.py", "--cell", "rnn"]), ("cell LM gru", ["cell_lm.py", "--cell", "gru"]),
+            ("Llama-style decoder", ["llama.py"])]
 
 
 def per_step(lib: str, script: list, extra: list) -> tuple[float, str]:
