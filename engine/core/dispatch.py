@@ -520,9 +520,10 @@ def _compile(op):
                 out = fwd(dev._xp or dev.xp, x, y, z, **params) if params else fwd(dev._xp or dev.xp, x, y, z)
             except Exception as e:  # noqa: BLE001
                 out = _failed(op, fwd, dev, (x, y, z), args, params, e)
-            if ordered is not None and out.ndim:
-                out = _c_order(dev._xp or dev.xp, out)
-            return _result(op, args, params, dev, a.requires_grad or b.requires_grad or c.requires_grad, out)
+            if elementwise and type(out) is _ndarray and out.ndim > 1:
+                out = _operands_order(out, args)
+            ra, rb, rc = a.requires_grad, b.requires_grad, c.requires_grad
+            req = ra or rb or rc
         else:
             return eager(op, args, params)
         if ordered is not None and out.ndim:
@@ -571,6 +572,15 @@ def _compile(op):
         if n == 1:
             edges = (ea,)
             versions = None if saves == 0 else (((0, va),) if va else _V0) if saves == 1 else ()   # OTHERS: no other input
+        elif n == 3:   # (x, W, b): an edge to each input needing a gradient, the versions of all three
+            edges = (ea, edge_to(b) if rb else None, edge_to(c) if rc else None)
+            vb, vc = b._vc[0], c._vc[0]
+            if saves == 0:
+                versions = None
+            elif saves == 2 and ra + rb + rc == 1:   # OTHERS: the two inputs not needing a gradient
+                versions = ((1, vb), (2, vc)) if ra else ((0, va), (2, vc)) if rb else ((0, va), (1, vb))
+            else:
+                versions = ((0, va), (1, vb), (2, vc)) if va or vb or vc else _V012
         else:
             if rb:
                 fn = b.grad_fn
@@ -629,7 +639,7 @@ def _compile(op):
 
 
 # the versions of a node whose saved values were not written in place (the usual case), made once
-_V0, _V1, _V01, _OUT = ((0, 0),), ((1, 0),), ((0, 0), (1, 0)), ((-1, 0),)
+_V0, _V1, _V01, _V012, _OUT = ((0, 0),), ((1, 0),), ((0, 0), (1, 0)), ((0, 0), (1, 0), (2, 0)), ((-1, 0),)
 
 
 def _compile_factory(op):

@@ -326,7 +326,7 @@ def node_type(op, args: tuple, params: dict) -> type:
     name = op.backward_name
     fixed = type(name) is str
     if not fixed:
-        name = name(tuple([a.ndim if isinstance(a, Tensor) else None for a in args]), params)   # (a list: no generator frame)
+        name = name(tuple([a._data.ndim if isinstance(a, Tensor) else None for a in args]), params)   # (a list: no generator frame; the array's ndim: no property frame)
     cls = _NODE_TYPES.get(name)
     if cls is None:
         cls = _NODE_TYPES[name] = type(name, (OpNode,), {"__slots__": (), "__module__": __name__, "node_name": name})

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
-from ..core.dispatch import apply
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.dispatch import _NO_PARAMS, apply
 from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
 from .. import kernels
@@ -216,5 +217,11 @@ def applies(input: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input Wᵀ + b`` as one op (callers check ``applies`` first)."""
-    return apply(_linear, input, weight, *((bias,) if bias is not None else ()))
+    """``input Wᵀ + b`` as one op (callers check ``applies`` first). While nobody watches, the op's
+    compiled path is called here, as ``dispatch.unary`` calls it (no ``apply`` frame packing the
+    arguments and a new params dict: a recurrent cell's step makes a Linear call per gate)."""
+    args = (input, weight) if bias is None else (input, weight, bias)
+    fast = _linear.fast
+    if fast and not _DISPATCH.slow:
+        return fast(args, _NO_PARAMS)
+    return apply(_linear, *args)
