@@ -78,8 +78,10 @@ def unary(name: str, fallback: Callable, min_size: int = MIN_SIZE) -> Callable:
         key = keys.get(a.dtype.char)
         if key is None:
             return fallback(xp, a)
-        if a.flags.c_contiguous:   # one compiled call that allocates too (~0.4 us on 16 numbers)
-            return (_UNARY or _unary_loop())[0](_FUNCS.get(key) or _address(name, a.dtype), a, _MODE)
+        if a.flags.c_contiguous:
+            res = np.empty_like(a)
+            _into(_FUNCS.get(key) or _address(name, a.dtype), a, res)
+            return res
         out = np.empty_like(a)   # the input's layout, as PyTorch's result
         if a.size:
             res = np.empty(a.shape, a.dtype)
@@ -100,12 +102,23 @@ def unary_split(name: str, a: np.ndarray) -> np.ndarray:
     return out
 
 
-_UNARY: list = []
+# (dtype char, rank) -> vml_call's compiled code for aligned writeable C-contiguous arrays (kernels.entry)
+_ENTRIES: dict = {}
 
 
-def _unary_loop() -> list:
-    _UNARY.append(loops("vml_call").vml_unary)
-    return _UNARY
+def _into(address: int, a: np.ndarray, res: np.ndarray) -> None:
+    """VML's function at ``address`` over C-contiguous ``a`` into ``res``, a new array of numpy's: one numba
+    allocated carries a dtype object of its own, which the dispatcher's identity tests (``y.dtype is
+    x.dtype``) refuse, so the op after a VML ``tanh`` left the compiled path (issue 17, session 34). The
+    loop's compiled code is called without numba's dispatcher where ``a`` is aligned and writeable."""
+    run = _ENTRIES.get((a.dtype.char, a.ndim)) if a.flags.carray else None
+    if run is not None:
+        run(address, a, res, _MODE)
+    elif a.flags.carray:
+        from . import entry
+        _ENTRIES[a.dtype.char, a.ndim] = entry(loops("vml_call").vml_call, address, a, res, _MODE)   # (runs it)
+    else:
+        loops("vml_call").vml_call(address, a, res, _MODE)
 
 
 def unary_out(name: str, ufunc: str, min_size: int = MIN_SIZE) -> Callable:

@@ -3,12 +3,11 @@ address is an argument, so the compiled call is cached on disk like the other lo
 finds the addresses in MKL)."""
 from __future__ import annotations
 
-import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["vml_call", "vml_unary", "vml_rows"]
+__all__ = ["vml_call", "vml_rows"]
 
 
 @intrinsic
@@ -31,14 +30,6 @@ def _indirect(typingctx, address, n, src, dst, mode):
 def vml_call(address, src, dst, mode):
     """VML's function at ``address`` over all of C-contiguous ``src`` into ``dst``."""
     _indirect(address, src.size, src.ctypes.data, dst.ctypes.data, mode)
-
-
-@njit(cache=True, nogil=True)
-def vml_unary(address, src, mode):
-    """A new C-contiguous array of VML's function at ``address`` over C-contiguous ``src``."""
-    dst = np.empty_like(src)
-    _indirect(address, src.size, src.ctypes.data, dst.ctypes.data, mode)
-    return dst
 
 
 @njit(cache=True, nogil=True)
