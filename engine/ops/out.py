@@ -70,6 +70,8 @@ def _with_out(fn, public_name: str, module: str):
 
     @functools.wraps(fn)
     def _out_variant(*args, out=None, **kwargs):  # "_": frame walkers (capture errors) skip it
+        if out is None and not kwargs and _DISPATCH.functions is None:   # ``torch.tanh(x)``: the call as it is,
+            return fn(*args)                                             # no empty keywords passed on
         if renames and kwargs:           # axis=/keepdims=, as PyTorch's argument parser takes them
             kwargs = numpy_kwargs(public_name, kwargs, keepdim)
         if _DISPATCH.functions is not None and has_tensor_like((*args, *kwargs.values(), out)):
