@@ -9,7 +9,7 @@ from ..base.device import CPU
 from ..core.dispatch import _constant
 from ..core.tensor import Tensor
 
-__all__ = ["in_order", "operand"]
+__all__ = ["in_order", "in_row_order", "operand"]
 
 _ndarray = np.ndarray
 _HALF = np.dtype(np.float16)
@@ -21,6 +21,17 @@ def in_order(g) -> bool:
     arrays gives a numpy scalar, which the dispatcher makes an array again (the tensor vjp takes those)."""
     n = g.ndim
     return n != 0 and g.dtype.kind == "f" and (n == 1 or (g.flags.c_contiguous and 1 not in g.shape))
+
+
+def in_row_order(g) -> bool:
+    """``in_order(g)``, or ``g`` is a real float 2-D array of rows in order, each contiguous (a column slice of a
+    wider gradient, as cat's and stack's backward hand out), with no dim of one: numpy's result of an
+    elementwise op on it and operands not all laid out otherwise is then C-contiguous, as ATen's."""
+    if g.ndim != 2:
+        return in_order(g)
+    rows, cols = g.shape
+    step, item = g.strides
+    return g.dtype.kind == "f" and item == g.itemsize and step >= cols * item and rows != 1 and cols != 1
 
 
 def operand(b, g):

@@ -33,7 +33,7 @@ from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, sum_to, unbroadcast as ub
-from ._array_vjp import in_order, operand
+from ._array_vjp import in_order, in_row_order, operand
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, REDUCED_NP, in_float32, in_opmath, result_type as _result_type
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
@@ -768,8 +768,9 @@ def _div_vjp(g, out, a, b):
 
 
 def _mul_array_vjp(g, out, inputs, params):
-    """``_mul_vjp``'s real case on arrays, for inputs of ``g``'s shape (no ``sum_to``)."""
-    if not (g.ndim == 1 and g.dtype.kind == "f" or in_order(g)):   # (a 1-D float g without the call)
+    """``_mul_vjp``'s real case on arrays, for inputs of ``g``'s shape (no ``sum_to``); ``g`` may be a slice of
+    rows (``in_row_order``: the GRU cell's ``r * h`` takes a column slice of cat's gradient)."""
+    if not (g.ndim == 1 and g.dtype.kind == "f" or in_row_order(g)):   # (a 1-D float g without the call)
         return None
     a, b = inputs
     if type(a) is Tensor and type(b) is Tensor:   # two cpu tensors of g's dtype and shape: operand's tests inline
