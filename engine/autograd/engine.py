@@ -808,17 +808,28 @@ def _sum_arrays(buf: list, nr: int, gi) -> None:
 
 def _summed_apart(buf: list, nr: int, old, d) -> bool:
     """``_sum_arrays``' sum into a new array where the waiting one is a view (cat's and stack's backward hand
-    out slices of one gradient) or shared, float32 or float64 below the threads' grain: the dispatched add's
-    ``a + b`` (its one-thread form, the same floats at any size) and ATen's layout of it, without the two
-    tensors and the dispatch (6.1 -> 1.5 us on 32x64)."""
+    out slices of one gradient) or shared, float32 or float64 below the threads' grain, not 0-d (numpy's sum
+    of two is a scalar): the dispatched add's ``a + b`` (its one-thread form, the same floats at any size)
+    and ATen's layout of it, without the two tensors and the dispatch (6.1 -> 1.5 us on 32x64)."""
     if not (type(old) is _ndarray and type(d) is _ndarray and d.dtype is old.dtype and d.shape == old.shape
-            and old.dtype in _SUMMED_APART and (old.size <= kernels.PARALLEL_MIN or kernels.threads() == 1)):
+            and old.ndim and old.dtype in _SUMMED_APART
+            and (old.size <= kernels.PARALLEL_MIN or kernels.threads() == 1)):
         return False
     new = old + d
-    if new.ndim > 1 and not (old.flags.c_contiguous and d.flags.c_contiguous and 1 not in new.shape):
+    if new.ndim > 1 and not (_rows_first(old) and _rows_first(d) and new.flags.c_contiguous):
         new = in_iterator_order(new, (old, d))
     buf[nr] = new
     return True
+
+
+def _rows_first(a) -> bool:
+    """``a`` is 2-D with no dim of one and its rows the slower dim (a slice of a wider array's columns, or
+    C-contiguous): ATen orders an elementwise result of such operands row-major, as numpy does."""
+    if a.ndim != 2:
+        return False
+    rows, cols = a.shape
+    slow, fast = a.strides
+    return slow > fast > 0 and rows != 1 and cols != 1
 
 
 def _add_into(old, gi) -> None:
