@@ -13,7 +13,7 @@ from tapelab import events
 engine = importlib.import_module("tapelab.autograd.engine")
 
 
-def _gru_grads(m, params, idx_emb, steps: int, watched: bool = False):
+def _gru_grads(m, params, steps: int, watched: bool = False):
     """A hand-written GRU cell over ``steps`` positions (cat, three linears, sigmoid, tanh, the gates' products,
     stack): the loss and every leaf's gradient, with the walk watched by a no-op ``backward_step`` subscriber
     (the tensor walk: dispatched adds) where ``watched``."""
@@ -50,9 +50,9 @@ def _params(dtype, batch=8, emb=16, hidden=16, steps=5, seed=0):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gru_cell_gradients_bit_equal_to_the_watched_walk_and_torchs(dtype):
     params = _params(dtype)
-    loss, leaves = _gru_grads(tapelab, params, None, 5)
-    wloss, wleaves = _gru_grads(tapelab, params, None, 5, watched=True)
-    tloss, tleaves = _gru_grads(torch, params, None, 5)
+    loss, leaves = _gru_grads(tapelab, params, 5)
+    wloss, wleaves = _gru_grads(tapelab, params, 5, watched=True)
+    tloss, tleaves = _gru_grads(torch, params, 5)
     assert loss.item() == wloss.item()
     for a, b, t in zip(leaves, wleaves, tleaves):
         ga, gb = a.grad.numpy(), b.grad.numpy()
@@ -66,8 +66,8 @@ def test_gru_cell_float64_gradcheck():
     def f(*xs):
         return _grad_free_loss(xs)
     assert torch.autograd.gradcheck(f, [p.clone().requires_grad_() for p in params])
-    loss, leaves = _gru_grads(tapelab, [p.numpy() for p in params], None, 3)
-    tloss, tleaves = _gru_grads(torch, [p.numpy() for p in params], None, 3)
+    loss, leaves = _gru_grads(tapelab, [p.numpy() for p in params], 3)
+    tloss, tleaves = _gru_grads(torch, [p.numpy() for p in params], 3)
     for a, t in zip(leaves, tleaves):
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-14)
 
