@@ -291,10 +291,14 @@ class OpNode(Node):
         return inputs
 
     def _check_versions(self):
+        stale_output = False
         for i, v in self.versions:
             t = self.inputs[i] if i >= 0 else None
             vc = t._vc if t is not None else self.out_vc
             if vc[0] != v:
+                if t is None and self.op.recomputes_output:
+                    stale_output = True
+                    continue
                 shape = list(t.shape) if t is not None else list(self.out_data.shape)
                 dt = (t.dtype if t is not None else None)
                 raise RuntimeError(
@@ -304,6 +308,16 @@ class OpNode(Node):
                     f"{vc[0]}; expected version {v} instead. Hint: enable anomaly detection to find "
                     "the operation that failed to compute its gradient, with "
                     "tapelab.autograd.set_detect_anomaly(True).")
+        if stale_output:   # the inputs are as saved: the output they made, anew
+            self._recompute_output()
+
+    def _recompute_output(self) -> None:
+        """``out_data`` made again from the saved inputs (``Op.recomputes_output``), with a counter of its own."""
+        arrays = [a._data if isinstance(a, Tensor) else a for a in self.inputs]
+        dev = of_array(arrays[0])
+        self.out_data = self.op.fwd(dev._xp or dev.xp, *arrays, **self.params)
+        self.out_vc = [0]
+        self.versions = [(i, v) for i, v in self.versions if i >= 0] + [(-1, 0)]
 
     def release(self, by: str = "backward()") -> None:
         """Free the saved values. An op that saved none keeps shape-only stand-ins of its

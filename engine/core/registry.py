@@ -43,6 +43,9 @@ class Op:
             integers become the default float).
         saves: which input values the vjp reads (``"none"``, ``"all"``, ``"others"``).
         save_output: whether the vjp reads ``out``.
+        recomputes_output: the ``out`` the vjp reads is the forward of the saved inputs, which PyTorch's
+            formula reads instead (its node keeps no output): once the output is changed in place
+            (``MaxPool2d`` then ``ReLU(inplace=True)``), the backward recomputes it where it would raise.
         elementwise: a pure elementwise map (fusion groups these).
         n_extra: number of non-differentiable extra outputs (e.g. indices of ``max``).
         n_kept: for a pass-through op (its forward returns an input another op computed, so that
@@ -105,7 +108,7 @@ class Op:
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "n_kept", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
                  "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out",
-                 "node_type", "aten", "array_vjp")
+                 "node_type", "aten", "array_vjp", "recomputes_output")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -115,7 +118,8 @@ class Op:
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
                  complex_error: tuple | None = None, fwd_out: Callable | None = None, contiguous: bool = False,
                  backward_name: str | Callable[[tuple | None, dict], str] | None = None,
-                 aten: str | Callable[[tuple, dict], str] | None = None, array_vjp: Callable | None = None):
+                 aten: str | Callable[[tuple, dict], str] | None = None, array_vjp: Callable | None = None,
+                 recomputes_output: bool = False):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -131,7 +135,7 @@ class Op:
         self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
         self.node_type = None   # the class of its nodes, made at the first (core/node.py: node_type)
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
-        self.aten, self.array_vjp = aten, array_vjp
+        self.aten, self.array_vjp, self.recomputes_output = aten, array_vjp, recomputes_output
         REGISTRY[name] = self
 
     def __repr__(self) -> str:

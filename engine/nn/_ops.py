@@ -929,7 +929,7 @@ def _max_blocks_take_fwd(xp, g, x, y, *, kernel):
 
 _max_blocks = Op("max_pool_blocks", _max_blocks_fwd,
                  lambda g, out, x, *, kernel: (apply(_max_blocks_put, g, x.detach(), out.detach(), kernel=kernel),),
-                 save_output=True,
+                 save_output=True, recomputes_output=True,
                  onnx=lambda g, x, *, kernel: g.op("MaxPool", x, kernel_shape=list(kernel), strides=list(kernel)),
                  backward_name=_max_pool_node("MaxPoolBlocksBackward0"),
                  aten=_by_rank("max_pool{n}d(max_pool{n}d_with_indices)"))
