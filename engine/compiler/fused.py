@@ -543,6 +543,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             # one-node step, ``frontend._recompute_costly``)
             total = _trailing_reduction(outs) if on_cpu else None
             side = _side_reduction(outs) if on_cpu and not differentiable and total is None else None
+            if side is not None and all(u is side or u in gset for u in side.args[0].users):
+                # read outside the group only by the sum (a forward-and-backward loop's sigmoid): not written
+                outs = [o for o in outs if o is not side.args[0]]
             if members == [outs[0]] and outs[0] in epilogue and total is None and side is None:
                 continue
             kernel, inputs = _describe(members, outs if side is None else [*outs, side.args[0]],
