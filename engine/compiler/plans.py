@@ -18,7 +18,7 @@ import numpy as np
 
 from ..base import pool, runtime
 from ..kernels import blas, loops, mkl, parallel, use
-from ..kernels.gemm import GEMM_PARALLEL_MIN, MKL_MIN, OWN_MIN_COLS, OWN_MIN_K, OWN_MIN_ROWS
+from ..kernels.gemm import GEMM_PARALLEL_MIN, MKL_MIN, OWN_MIN_COLS, OWN_MIN_K, OWN_MIN_ROWS, _small
 from ..ops.reduce import array_sum
 
 __all__ = ["planned", "linear_relu", "epilogues", "cat_copying", "joined_copies", "written_into", "writing_into"]
@@ -27,6 +27,7 @@ _F32 = np.dtype(np.float32)
 _ND = np.ndarray
 _NO_TRANS, _TRANS = 111, 112
 _LIMIT = 1 << 31       # MKL_INT (LP64)
+_EMPTY = np.empty((0,), _F32)     # an unneeded gradient (``_bwd_fwd``'s empty array; nothing writes it)
 
 
 def _threads() -> int:
@@ -65,6 +66,12 @@ def linear(op_fwd):
     fill_rows = loops("pointwise").fill_rows
 
     def planned_linear(xp, x, w, *b):
+        if (len(b) == 1 and x.ndim == 2 and w.ndim == 2 and x.size * w.shape[0] < MKL_MIN and xp is np
+                and _plain(x) and _plain(w) and _plain(b[0]) and b[0].shape == w.shape[:1]):
+            res = _small(x, w.T)     # ``gemm_bias``'s route under MKL_MIN, without ``_fwd``'s steps to it
+            if res is not None:
+                res += b[0]
+                return res
         # the size first: a product MKL does not take costs no more than the op's own checks
         if len(b) == 1 and w.ndim == 2 and x.size * w.shape[0] >= MKL_MIN and xp is np and x.ndim >= 2 \
                 and _plain(x) and _plain(w) and _plain(b[0]) and b[0].ndim == 1:
@@ -88,6 +95,13 @@ def linear_backward(op_fwd):
     address, call, _, local, _ = blas._calls(_F32)
 
     def planned_linear_backward(xp, g, x, w, *, needs):
+        if (g.ndim == x.ndim == w.ndim == 2 and g.size * w.shape[1] < MKL_MIN and xp is np and _plain(g)
+                and _plain(x) and _plain(w)):
+            # ``gemms``' products under MKL_MIN are ``gemm``'s, which ``_small`` runs: its route, directly
+            gx = _small(g, w) if needs[0] else _EMPTY
+            gw = _small(g.T, x) if needs[1] else _EMPTY
+            if gx is not None and gw is not None:
+                return gx, gw, array_sum(xp, g, (0,)) if needs[2] else _EMPTY
         if (needs[1] and w.ndim == 2 and g.size * w.shape[1] >= MKL_MIN and xp is np and g.ndim == x.ndim >= 2
                 and _plain(g) and _plain(x) and _plain(w) and g.shape[:-1] == x.shape[:-1]):
             n, k = w.shape
