@@ -12,7 +12,9 @@ no tape in between. The call is then one op, ``Step.op`` (``compiled(<Module>)``
 profiler record, one autograd node (``members`` lists its ops, ``sources`` holds the two generated
 functions), whose vjp runs the generated backward and hands out every input's and parameter's
 gradient at once; parameter hooks and ``.grad`` accumulation are the engine's, as for any op. The
-saved arrays are the node's param, dropped by a backward that does not retain the graph.
+saved arrays are the node's param, dropped by a backward that does not retain the graph. A 0-d result
+whose whole joint graph is one fused loop (chain1M) runs that loop instead (``Step.unit``): the result
+and its gradients for ``loss.backward()``'s cotangent 1 in one pass, which that backward hands out.
 
 A call that returns a tuple or list of tensors (nanoGPT's ``(logits, loss)``) is one node with one
 output per tensor (``output_nr`` 0..k-1, as a multi-output op, ``_StepNode``): the joint backward
