@@ -31,6 +31,9 @@ from .switch import loops, native
 __all__ = ["row_sums", "column_sums", "total", "sequential", "variances"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
+# numba compiles a called kernel once per argument typing, and a number written in the call is typed as
+# that literal value: ``_INT(4)`` passes a plain int64, so every caller shares one compiled body
+_INT = np.int64
 _VECTOR_BYTES = 32  # AVX2: PyTorch registers no AVX512 sum kernel (slower there), so 8 floats a vector
 _ILP = 4
 _LEVELS = 4
@@ -109,8 +112,8 @@ def _ilp_sum(a, start, stride, count, lanes, acc):
     from ``start``, as ATen's ``row_sum``: runs ``4i + k`` cascaded into accumulator ``k``, the runs
     left over added to the first, then the four added in order."""
     groups = count // _ILP
-    _cascade(a, start, _ILP * stride, stride, _ILP, lanes, groups, acc)
-    _add_rows(a, start + groups * _ILP * stride, stride, lanes, 1, lanes, count - groups * _ILP, acc[0])
+    _cascade(a, start, _ILP * stride, stride, _INT(_ILP), lanes, groups, acc)
+    _add_rows(a, start + groups * _ILP * stride, stride, lanes, _INT(1), lanes, count - groups * _ILP, acc[0])
     for j in range(1, _ILP):
         for k in range(lanes):
             acc[0, k] += acc[0, j * lanes + k]
@@ -303,7 +306,7 @@ def _columns(a, cols, lo, hi, lanes, out, acc):
     if plain and block > _ILP:  # block by block, the accumulators in registers
         _blocks(a, cols, lo, plain, lanes, out, acc)
     elif plain:  # scalar blocks cascade alike: one pass over whole rows
-        _cascade(a, lo, cols, plain, 1, plain, rows, acc)
+        _cascade(a, lo, cols, plain, _INT(1), plain, rows, acc)
         for k in range(plain):
             out[lo + k] = zero + acc[0, k]
     rest = hi - lo - plain  # each a row_sum down the rows, lane by lane alike: one pass too
@@ -338,7 +341,7 @@ def _total(a, threads):
     zero = a.dtype.type(0)
     n = a.shape[0]
     if threads < 2 or n < GRAIN:
-        return zero + _row_sum(a, 0, n, lanes, acc, acc1)
+        return zero + _row_sum(a, _INT(0), n, lanes, acc, acc1)
     used = min(threads, (n + GRAIN - 1) // GRAIN)
     chunk = (n + used - 1) // used
     partial = np.zeros(threads, a.dtype)
@@ -346,7 +349,7 @@ def _total(a, threads):
         lo = t * chunk
         if lo < n:
             partial[t] = zero + _row_sum(a, lo, min(chunk, n - lo), lanes, acc, acc1)
-    return zero + _row_sum(partial, 0, threads, lanes, acc, acc1)
+    return zero + _row_sum(partial, _INT(0), threads, lanes, acc, acc1)
 
 
 @njit(**_JIT)
@@ -354,7 +357,7 @@ def _outer(a, cols, threads, out):
     lanes = _VECTOR_BYTES // a.itemsize
     acc = np.empty((_LEVELS, max(cols, _ILP * _ILP * lanes)), a.dtype)
     if threads < 2 or a.shape[0] < GRAIN:
-        _columns(a, cols, 0, cols, lanes, out, acc)
+        _columns(a, cols, _INT(0), cols, lanes, out, acc)
         return
     for t in range(min(threads, cols)):
         lo, hi = _column_range(cols, threads, a.itemsize, t)
@@ -385,7 +388,7 @@ def _outer_parts(a, cols, threads, out):
     additions per column as ``_outer`` makes them one range after another (as ATen's threads do)."""
     lanes = _VECTOR_BYTES // a.itemsize
     for t in prange(min(threads, cols)):
-        lo, hi = _column_range(cols, threads, a.itemsize, t)
+        lo, hi = _column_range(cols, threads, a.itemsize, _INT(t))
         if lo < hi:
             _columns(a, cols, lo, hi, lanes, out, np.empty((_LEVELS, max(hi - lo, _ILP * _ILP * lanes)), a.dtype))
 
