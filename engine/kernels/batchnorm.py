@@ -308,11 +308,11 @@ def _seq_stats(x, c0, c1, mean, var_sum):
     n, _, length = x.shape
     m = n * length
     c = c0
-    while c + 16 <= c1:
-        _vec_stats(x, c, 16, mean, var_sum)
+    while c + 16 <= c1:  # the widths as int64, not literals: one compiled _vec_stats serves both
+        _vec_stats(x, c, np.int64(16), mean, var_sum)
         c += 16
     while c + 8 <= c1:
-        _vec_stats(x, c, 8, mean, var_sum)
+        _vec_stats(x, c, np.int64(8), mean, var_sum)
         c += 8
     while c < c1:
         s = 0.0
