@@ -14,7 +14,7 @@ import os
 import time
 from typing import Callable
 
-MODELS = ("mlp", "cnn", "transformer", "lstm")
+MODELS = ("mlp", "cnn", "transformer", "lstm", "gpt", "resnet")
 
 
 def _step(name: str) -> None:
@@ -69,7 +69,40 @@ def _models(torch) -> dict[str, Callable]:
     def lstm():
         return Recurrent(), torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
 
-    return {"mlp": mlp, "cnn": cnn, "transformer": transformer, "lstm": lstm}
+    class Gpt(nn.Module):   # a pre-LN block as minGPT writes it: SDPA and GELU, which the encoder layer has not
+        def __init__(self):
+            super().__init__()
+            self.emb, self.ln1, self.ln2 = nn.Embedding(100, 128), nn.LayerNorm(128), nn.LayerNorm(128)
+            self.qkv, self.proj = nn.Linear(128, 3 * 128), nn.Linear(128, 128)
+            self.fc, self.fc2, self.head = nn.Linear(128, 512), nn.Linear(512, 128), nn.Linear(128, 100)
+
+        def forward(self, tokens):
+            x = self.emb(tokens)
+            b, t, c = x.shape
+            q, k, v = (z.view(b, t, 4, c // 4).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(c, dim=2))
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+            x = x + self.fc2(nn.functional.gelu(self.fc(self.ln2(x))))
+            return self.head(x).reshape(-1, 100)
+
+    def gpt():
+        return Gpt(), torch.randint(0, 100, (8, 64)), torch.randint(0, 100, (8 * 64,))
+
+    class Residual(nn.Module):   # a ResNet basic block: the shortcut's add, and a global average pool after it
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+            self.conv2, self.bn2 = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+
+        def forward(self, x):
+            return nn.functional.relu(self.bn2(self.conv2(nn.functional.relu(self.bn1(self.conv1(x))))) + x)
+
+    def resnet():
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), Residual(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+        return model, torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
+
+    return {"mlp": mlp, "cnn": cnn, "transformer": transformer, "lstm": lstm, "gpt": gpt, "resnet": resnet}
 
 
 def warm(models: tuple[str, ...] = MODELS, threads: tuple[int, ...] | None = None) -> None:

@@ -36,6 +36,6 @@ def test_warm_fills_the_cache_a_later_first_step_loads(tmp_path):
 
 def test_warm_rejects_an_unknown_model(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "tapelab.warm", "--models", "resnet"],
+    done = subprocess.run([sys.executable, "-m", "tapelab.warm", "--models", "vgg"],
                           capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 2 and "invalid choice: 'resnet'" in done.stderr
+    assert done.returncode == 2 and "invalid choice: 'vgg'" in done.stderr
