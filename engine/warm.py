@@ -3,7 +3,7 @@
 numba compiles each kernel once per signature (argument types, array layouts included) and keeps it
 in its disk cache, so in a fresh install the first step of a small model waits for those compiles:
 18 s for an MLP under load, minutes for larger models (bench/README.md, issue 17, session 33).
-This runs one forward, backward and AdamW step of a small model of each kind at one thread and, on a
+This runs one forward, backward and optimizer step of a small model of each kind at one thread and, on a
 machine with two cores or more, at two (the parallel kernels are other functions), so the kernels
 and layouts those steps use are compiled and cached. ``scripts/lab`` starts it in the background.
 """
@@ -18,16 +18,17 @@ MODELS = ("mlp", "cnn", "transformer", "lstm", "gpt", "resnet")
 
 
 def _step(name: str) -> None:
-    """One forward, backward and AdamW step of the small model ``name``."""
+    """One forward and backward of the small model ``name``, its gradients clipped, then an AdamW step and
+    an SGD step with momentum and weight decay (the optimizers the tutorials and bench rows use)."""
     import tapelab as torch
     nn = torch.nn
     torch.manual_seed(0)
     model, x, y = _models(torch)[name]()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss = nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
     loss.backward()
-    opt.step()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.optim.AdamW(model.parameters(), lr=1e-3).step()
+    torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=5e-4).step()
 
 
 def _models(torch) -> dict[str, Callable]:
@@ -40,7 +41,8 @@ def _models(torch) -> dict[str, Callable]:
 
     def cnn():
         model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Flatten(), nn.Linear(16 * 16 * 16, 10))
+                              nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
         return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
 
     class Causal(nn.Module):
@@ -91,15 +93,15 @@ def _models(torch) -> dict[str, Callable]:
     class Residual(nn.Module):   # a ResNet basic block: the shortcut's add, and a global average pool after it
         def __init__(self):
             super().__init__()
-            self.conv1, self.bn1 = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
-            self.conv2, self.bn2 = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+            self.conv1, self.bn1 = nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)
+            self.conv2, self.bn2 = nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)
 
         def forward(self, x):
             return nn.functional.relu(self.bn2(self.conv2(nn.functional.relu(self.bn1(self.conv1(x))))) + x)
 
     def resnet():
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), Residual(),
-                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+        model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), Residual(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
         return model, torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
 
     return {"mlp": mlp, "cnn": cnn, "transformer": transformer, "lstm": lstm, "gpt": gpt, "resnet": resnet}
