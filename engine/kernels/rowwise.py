@@ -463,9 +463,7 @@ def layer_norm_backward_parts(g, x, w, has_w, mean, rstd, gx, gw, gb, chunk):
     differ from one thread's. One part (``chunk >= R``) is ``layer_norm_backward``'s floats. The parts
     one after another; ``layer_norm_backward_chunks`` runs them at once."""
     sums = layer_norm_part_sums(x.shape[0], x.shape[1], chunk)
-    # int64 0, not the literal 0 (numba types that as its own signature): one compiled body, the one
-    # parallel_ranges calls with int64 bounds
-    layer_norm_backward_chunks(g, x, w, has_w, mean, rstd, gx, sums, chunk, np.int64(0), sums.shape[0])
+    layer_norm_backward_chunks(g, x, w, has_w, mean, rstd, gx, sums, chunk, 0, sums.shape[0])
     layer_norm_add_parts(sums, gw, gb)
 
 
