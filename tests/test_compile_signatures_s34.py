@@ -1,8 +1,8 @@
 """A kernel that other kernels call is compiled once: the numbers its callers pass are int64, not
 literals (numba types a written ``0`` or ``4`` as ``Literal[int]``, a signature of its own, ~0.3-0.8 s
 of compile each in a fresh install). A fresh process in an empty numba cache runs every caller of
-sum_order's and batchnorm's shared kernels, checks the floats against torch, and counts the compiled
-bodies."""
+sum_order's and batchnorm's shared kernels, checks column sums and the batch
+norm output bit for bit against torch, and counts the compiled bodies."""
 from __future__ import annotations
 
 import os
@@ -36,9 +36,7 @@ for rows, cols in ((64, 10), (64, 512), (1024, 128), (7, 3), (3000, 37), (40000,
         out = np.empty(rows, np.float32)
         so.row_sums(a, cols, out)
         assert np.array_equal(out, [so.total(a[r * cols:(r + 1) * cols], 1) for r in range(rows)]), (rows, cols)
-        total = so.total(a, threads)
-        if threads == 1:
-            assert total == want.sum().item(), (rows, cols)
+        so.total(a, threads)   # its floats against torch: tests/test_sum_order.py
 
 # batch norm statistics of 24 channels: 16 side by side, then 8
 x = rng.standard_normal((4, 24, 10)).astype(np.float32)
