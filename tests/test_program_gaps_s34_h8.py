@@ -36,3 +36,40 @@ def test_von_mises_log_prob_gradient_matches_pytorch():
     tl.distributions.VonMises(tl.zeros(3, dtype=tl.float64), l_k).log_prob(
         tl.tensor(x, dtype=tl.float64)).sum().backward()
     np.testing.assert_allclose(l_k.grad.numpy(), t_k.grad.numpy(), rtol=1e-14, atol=0)
+
+
+_TRIGAMMA_POINTS = np.concatenate([np.linspace(-5.3, 40.0, 401), np.geomspace(1e-6, 1e6, 97), [-2.5, 0.25, 0.5, 1.0]])
+
+
+def test_trigamma_is_pytorchs_series_bit_for_bit():
+    """polygamma(1, x) is ATen's series (about 1e-10 off scipy's zeta): float64 equal bit for bit."""
+    got = tl.polygamma(1, tl.tensor(_TRIGAMMA_POINTS, dtype=tl.float64)).numpy()
+    want = real_torch.polygamma(1, real_torch.tensor(_TRIGAMMA_POINTS, dtype=real_torch.float64)).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_trigamma_float32_matches_pytorch():
+    got = tl.polygamma(1, tl.tensor(_TRIGAMMA_POINTS, dtype=tl.float32))
+    want = real_torch.polygamma(1, real_torch.tensor(_TRIGAMMA_POINTS, dtype=real_torch.float32))
+    assert got.dtype == tl.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=0)
+
+
+def test_lgamma_and_digamma_higher_derivatives_match_pytorch():
+    """A PINN-style third derivative of lgamma and second of digamma go through trigamma."""
+    x = [0.05, 0.2, 0.7, 1.3, 2.9, 7.5, 30.0]
+    grads = []
+    for lib in (real_torch, tl):
+        xt = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+        y = (lib.lgamma(xt) + lib.digamma(xt) * 0.5).sum()
+        g1 = lib.autograd.grad(y, xt, create_graph=True)[0]
+        g2 = lib.autograd.grad(g1.sum(), xt, create_graph=True)[0]
+        g3 = lib.autograd.grad(g2.sum(), xt)[0]
+        grads.append([g.detach().numpy() for g in (g1, g2, g3)])
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+def test_trigamma_gradcheck():
+    x = tl.tensor([0.3, 1.7, 4.0], dtype=tl.float64, requires_grad=True)
+    assert tl.autograd.gradcheck(lambda t: tl.polygamma(1, t), (x,))
