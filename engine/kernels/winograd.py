@@ -381,14 +381,15 @@ def weight_taps(x, gy, pt, pl, kh, kw, out, t0, t1):
 # to the host's widest (AVX-512 here; two AVX2 halves elsewhere). Rounding: each output is
 # ``fma(v[t, k], u[k, j], acc)`` for k ascending, whatever the split over threads.
 _ROWS = {1: 16, 2: 8, 3: 5, 4: 4}           # accumulator rows for O = 16, 32, 48, 64
+_HALF_ROWS = 8   # O = 8 (a grouped convolution's group, ``kernels/grouped.py``): 8-float vectors, 8 rows
 
 
-def _tile_kernel(nv: int, accumulate: bool):
+def _tile_kernel(nv: int, accumulate: bool, lanes: int = 16):
     """An intrinsic ``tile(v, u, out, t0)``: ``out[t0:t0 + rows] = v[t0:t0 + rows] @ u`` (``+=`` when
     ``accumulate``: the accumulators start from ``out``, so a product split along K into calls in
     order rounds as one call) for float32 ``v (T, K)`` (any strides: its elements are broadcast one
-    at a time) and C-contiguous ``u (K, 16 nv)``, ``out (T, 16 nv)``."""
-    rows = _ROWS[nv]
+    at a time) and C-contiguous ``u (K, lanes nv)``, ``out (T, lanes nv)``."""
+    rows = _ROWS[nv] if lanes == 16 else _HALF_ROWS
 
     @intrinsic
     def tile(typingctx, v, u, out, t0):
@@ -397,21 +398,22 @@ def _tile_kernel(nv: int, accumulate: bool):
             vdata, udata, odata = (a.data for a in arrays)
             k_len = builder.extract_value(arrays[0].shape, 1)
             f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
-            vec = ir.VectorType(f32, 16)
+            vec = ir.VectorType(f32, lanes)
             vptr = ir.PointerType(vec)
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), "llvm.fma.v16f32")
-            width = ir.Constant(i64, 16 * nv)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3),
+                                                 f"llvm.fma.v{lanes}f32")
+            width = ir.Constant(i64, lanes * nv)
             row_at = [builder.add(args[3], ir.Constant(i64, r)) for r in range(rows)]
 
             def out_at(r, q):
                 orow = builder.gep(odata, [builder.mul(row_at[r], width)])
-                return builder.bitcast(builder.gep(orow, [ir.Constant(i64, 16 * q)]), vptr)
+                return builder.bitcast(builder.gep(orow, [ir.Constant(i64, lanes * q)]), vptr)
             accs = [cgutils.alloca_once_value(builder, builder.load(out_at(r, q), align=4) if accumulate
-                                              else ir.Constant(vec, [0.0] * 16)) for r in range(rows) for q in range(nv)]
+                                              else ir.Constant(vec, [0.0] * lanes)) for r in range(rows) for q in range(nv)]
             with cgutils.for_range(builder, k_len) as loop:
                 k = loop.index
                 urow = builder.gep(udata, [builder.mul(k, width)])
-                bs = [builder.load(builder.bitcast(builder.gep(urow, [ir.Constant(i64, 16 * q)]), vptr), align=4)
+                bs = [builder.load(builder.bitcast(builder.gep(urow, [ir.Constant(i64, lanes * q)]), vptr), align=4)
                       for q in range(nv)]
                 for r in range(rows):
                     s = builder.load(cgutils.get_item_pointer2(
@@ -419,7 +421,7 @@ def _tile_kernel(nv: int, accumulate: bool):
                         cgutils.unpack_tuple(builder, arrays[0].strides), sig.args[0].layout, [row_at[r], k]))
                     sv = builder.insert_element(ir.Constant(vec, ir.Undefined), s, ir.Constant(i32, 0))
                     sv = builder.shuffle_vector(sv, ir.Constant(vec, ir.Undefined),
-                                                ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+                                                ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
                     for q in range(nv):
                         acc = accs[r * nv + q]
                         builder.store(builder.call(fma, [sv, bs[q], builder.load(acc)]), acc)
@@ -433,6 +435,7 @@ def _tile_kernel(nv: int, accumulate: bool):
 
 _TILE1, _TILE2, _TILE3, _TILE4 = (_tile_kernel(nv, False) for nv in (1, 2, 3, 4))
 _ADD1, _ADD2, _ADD3, _ADD4 = (_tile_kernel(nv, True) for nv in (1, 2, 3, 4))
+_TILE_HALF, _ADD_HALF = _tile_kernel(1, False, 8), _tile_kernel(1, True, 8)
 
 
 @njit(**_JIT, fastmath={"contract"})
@@ -466,14 +469,17 @@ def tap_gemm(v, u, out, p0, p1):
 
 @njit(**_JIT, inline="always")
 def _taps(v, u, out, p0, p1, accumulate):
-    """``tap_gemm``, or with ``accumulate`` ``out += v @ u`` (the accumulators continued from ``out``)."""
+    """``tap_gemm``, or with ``accumulate`` ``out += v @ u`` (the accumulators continued from ``out``);
+    O may also be 8 (``_HALF_ROWS`` rows of 8-float vectors)."""
     nv = u.shape[2] // 16
-    rows = 16 if nv == 1 else 8 if nv == 2 else 5 if nv == 3 else 4
+    rows = _HALF_ROWS if nv == 0 else 16 if nv == 1 else 8 if nv == 2 else 5 if nv == 3 else 4
     full = v.shape[1] - v.shape[1] % rows
     for p in range(p0, p1):
         vp, up, op = v[p], u[p], out[p]
         for t in range(0, full, rows):
-            if nv == 1:
+            if nv == 0:
+                _ADD_HALF(vp, up, op, t) if accumulate else _TILE_HALF(vp, up, op, t)
+            elif nv == 1:
                 _ADD1(vp, up, op, t) if accumulate else _TILE1(vp, up, op, t)
             elif nv == 2:
                 _ADD2(vp, up, op, t) if accumulate else _TILE2(vp, up, op, t)

@@ -26,7 +26,7 @@ from .. import kernels
 from ..kernels import gemm
 from ..base.backend import is_numpy
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, REDUCED_NP, float64, from_np, in_float32, in_opmath
-from . import _winograd
+from . import _grouped, _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
@@ -320,6 +320,8 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
     if _group_by_group("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
         return _winograd.add_bias(_per_group(_conv_fwd, xp, x, w, 0, 1, groups, stride=stride, pads=pads,
                                              dilation=dilation), bias)
+    if _grouped.fits(xp, x, w, stride, pads, dilation, groups, o // groups):
+        return _winograd.add_bias(_grouped.forward(x, w, pads, dilation, groups), bias)
     if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
         return _winograd.conv3x3(xp, x, w, pads, bias)
     if _few_channels_direct(xp, x, w, stride, pads, dilation, groups):
@@ -442,6 +444,9 @@ def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
     if _group_by_group("forward", xp, y, kernel, stride, pads, dilation, groups, w.shape[1] * groups):
         return _per_group(_conv_t_fwd, xp, y, w, 0, 1, groups, stride=stride, pads=pads, dilation=dilation,
                           in_size=in_size)
+    flipped = _grouped.input_grad_pads(y, kernel, pads, dilation, in_size)
+    if flipped is not None and _grouped.fits(xp, y, w, stride, pads, dilation, groups, w.shape[1]):
+        return _grouped.input_grad(y, w, flipped, dilation, groups)
     reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
     if groups == 1 and all(s == 1 for s in stride):
         flipped_pads = _flipped_pads(xp, y, w, pads, dilation, in_size)
@@ -532,6 +537,11 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if _group_by_group("weight", xp, x, kernel, stride, pads, dilation, groups, o):
         return _per_group(_conv_w_fwd, xp, x, gy, 1, 0, groups, stride=stride, pads=pads, dilation=dilation,
                           kernel=kernel)
+    if _grouped.fits(xp, gy, x, stride, pads, dilation, groups, x.shape[1] // groups) and x.ndim == 4 \
+            and tuple(gy.shape[2:]) == _out_size(x.shape[2:], kernel, stride, pads, dilation):
+        gw = _grouped.weight_grad(x, gy, kernel, pads, dilation, groups)
+        if gw is not None:
+            return gw
     if _by_taps(xp, x, gy, kernel, stride, pads, dilation, groups):
         return _weight_by_taps(xp, x, gy, kernel, pads)
     if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
