@@ -140,3 +140,21 @@ def test_float64_gradcheck_keeps_its_path():
     x = tapelab.from_numpy(rng.standard_normal((1, 16, 4, 4))).requires_grad_()
     w = tapelab.from_numpy(rng.standard_normal((16, 8, 3, 3))).requires_grad_()
     assert tapelab.autograd.gradcheck(lambda a, b: tapelab.nn.functional.conv2d(a, b, padding=1, groups=2), (x, w))
+
+
+@pytest.mark.parametrize("case", [(4, 56, 56, 12, 12, 3, 7, 1, 1), (2, 152, 152, 8, 8, 3, 19, 1, 1)], ids=str)
+def test_group_width_8_forward_and_weight_gradient_are_torchs_floats(case):
+    """RegNetX's 3x3s: each output sums its taps in order, a kernel row's taps then channels, one fused
+    multiply-add each, as torch's cpu kernel does here (the input gradient differs from torch's by rounding)."""
+    x, w, _, gy, kw = _data(case, seed=2)
+    kernels.set_enabled(True)
+    before = tapelab.get_num_threads(), torch.get_num_threads()
+    tapelab.set_num_threads(1)
+    torch.set_num_threads(1)
+    try:
+        got, want = (_run(lib, x, w, np.zeros(w.shape[0]), gy, np.float32, **kw) for lib in (tapelab, torch))
+    finally:
+        tapelab.set_num_threads(before[0])
+        torch.set_num_threads(before[1])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[2], want[2])
