@@ -1,15 +1,16 @@
 """A grouped convolution's (``1 < groups < channels``: RegNet's and ResNeXt's 3x3s) stride-1 forward and weight
 gradient as the per-tap GEMMs of ``kernels/winograd.py`` (``_taps``: register-blocked vectors of the group's
-output channels), without im2col (``nn/_ops.py`` ``_grouped_taps``; the input gradient is the forward of the
-output gradient with the flipped kernel).
+output channels), without im2col (``nn/_grouped.py``; the input gradient is the forward of the output gradient
+with each group's kernel flipped and transposed).
 
 Each group's padded input is channels last in a flat grid as wide as the padded input (``(G, N*Hp*Wp + reach,
-C/G)``), so the input under every output of tap ``(ki, kj)`` is one run of rows at offset ``ki*dh*Wp + kj*dw``:
-one strided ``(rows, C/G)`` view per tap, a product with that tap's ``(C/G, O/G)`` weights added into the
-output rows (the grid's columns past the output's width and rows past its height are computed and dropped).
-im2col with per-image, per-group GEMMs of 8 output channels had cost 4-14x torch (RegNetX's group width 8).
-Each output sums its taps in order, each tap's channels ascending, one fused multiply-add each, however the
-rows are cut over threads; each weight-gradient tap of each group sums its rows ascending, alone.
+C/G)``), so the input under every output of tap ``(ki, kj)`` is the grid's row at offset ``ki*dh*Wp + kj``, and a
+kernel row's ``kw`` taps side by side are one window of overlapping grid rows ``(rows, kw*C/G)``: the forward is
+``kh`` products a group, each added into the output rows (the grid's columns past the output's width and rows
+past its height are computed and dropped). im2col with per-image, per-group GEMMs of 8 output channels had cost
+4-14x torch (RegNetX's group width 8). Each output sums its taps in order, each tap's channels ascending, one
+fused multiply-add each, however the rows are cut over threads; each weight-gradient tap of each group sums its
+rows ascending, alone.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .winograd import _taps
 __all__ = ["forward", "weight_grad"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
-_CHUNK = 128   # output rows a tap's product takes at a time (their accumulators stay in L1 across the taps)
+_CHUNK = 128   # output rows a product takes at a time (they stay in L1 across the kernel rows)
 
 
 @njit(**_JIT)

@@ -408,8 +408,9 @@ def _tile_kernel(nv: int, accumulate: bool, lanes: int = 16):
             def out_at(r, q):
                 orow = builder.gep(odata, [builder.mul(row_at[r], width)])
                 return builder.bitcast(builder.gep(orow, [ir.Constant(i64, lanes * q)]), vptr)
-            accs = [cgutils.alloca_once_value(builder, builder.load(out_at(r, q), align=4) if accumulate
-                                              else ir.Constant(vec, [0.0] * lanes)) for r in range(rows) for q in range(nv)]
+            zero = ir.Constant(vec, [0.0] * lanes)
+            accs = [cgutils.alloca_once_value(builder, builder.load(out_at(r, q), align=4) if accumulate else zero)
+                    for r in range(rows) for q in range(nv)]
             with cgutils.for_range(builder, k_len) as loop:
                 k = loop.index
                 urow = builder.gep(udata, [builder.mul(k, width)])
