@@ -36,7 +36,7 @@ COMPOSITES = {
     "__getitem__": "slice views for basic keys, then index for advanced ones",
     "__setitem__": "slice views for basic keys, then index_put (or copy_)",
     "dropout": "a random mask and mul",
-    "group_norm": "mean, var and arithmetic", "batch_norm": "batch_norm_normalize or running statistics",
+    "batch_norm": "batch_norm_normalize or running statistics",
     "cosine_similarity": "norms and a sum",
     "hardshrink": "where over two comparisons (nn.functional)", "prelu": "where and mul (nn.functional)",
 }

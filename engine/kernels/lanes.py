@@ -148,13 +148,14 @@ def _arrays(context, builder, signature, values, count):
     return [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[:count], values[:count])]
 
 
-def layer_norm_dots(weighted: bool):
+def layer_norm_dots(weighted: bool, fused_tail: bool = True):
     """An intrinsic ``dots(g, x, w, C)`` (``dots(g, x, C)`` without ``weighted``): layer_norm backward's two
     row sums in one pass, in ATen's AVX2 order (8 lanes, each sum as ``lane_loop(8, ...)`` adds): ``ds`` =
     ``map3_reduce_all`` of ``(g x) w`` (the product ``g x`` rounded, the tail fused as ``fma(g x, w, acc)``)
     and ``db`` = ``map2_reduce_all`` of ``g w``; without a weight ``map2_reduce_all`` of ``g x`` and
     ``reduce_all`` of ``g``. ``C >= 8``. One pass reads each row once where the two sums (and the ``g x``
-    row they summed) took three."""
+    row they summed) took three. Without ``fused_tail`` the tail's products are rounded before their
+    add, as GCC compiled group norm's ``map2_reduce_all`` (its own translation unit)."""
     def codegen(context, builder, signature, values):
         ptrs = _arrays(context, builder, signature, values, len(values) - 1)
         intp = context.get_value_type(types.intp)
@@ -174,8 +175,10 @@ def layer_norm_dots(weighted: bool):
             ds, db = (builder.extract_element(a, lane) for a in accs)
             if weighted:
                 new = builder.call(fma, [builder.fmul(v[0], v[1]), v[2], ds]), builder.call(fma, [v[0], v[2], db])
-            else:
+            elif fused_tail:
                 new = builder.call(fma, [v[0], v[1], ds]), builder.fadd(db, v[0])
+            else:
+                new = builder.fadd(ds, builder.fmul(v[0], v[1])), builder.fadd(db, v[0])
             return [builder.insert_element(a, x, lane) for a, x in zip(accs, new)]
 
         m = builder.sub(n, builder.srem(n, step))

@@ -24,7 +24,7 @@ from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..base.pytype import tp_name
 from ..core.tensor import Tensor, _wrap_dim
-from . import _fused, _fused_linear, _ops, _pool_checks, _resample, _resize_u8, _upsample
+from . import _fused, _fused_linear, _group_norm, _ops, _pool_checks, _resample, _resize_u8, _upsample
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -484,9 +484,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     if input.dtype in (_dt.bfloat16, _dt.float16):   # ATen's kernel: float32 statistics and affine, one rounding
         return group_norm(input.float(), num_groups, None if weight is None else weight.float(),
                           None if bias is None else bias.float(), eps).to(input.dtype)
-    out, _, _ = _normalize_over(input.reshape(n, num_groups, -1), (2,), eps)
-    out = out.reshape(input.shape)
-    return _channel_affine(out, weight, bias)
+    return _group_norm.group_norm(input, num_groups, weight, bias, eps)   # one op
 
 
 # ---------------------------------------------------------------- dropout and embedding
