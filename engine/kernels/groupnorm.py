@@ -12,8 +12,10 @@ Backward: per ``(n, c)`` the lane sums ``ds = sum(g x)``, ``db = sum(g)`` over `
 ``db w`` in eight lanes (``CalcDsDb``: whole vectors fused, the lanes added in order, the tail fused),
 ``c2 = fma(db, mean, -ds) rstd^3 / (D HxW)``, ``c3 = fma(-c2, mean, -(db rstd / (D HxW)))``,
 ``gx = fma(c2, x, (rstd w) g) + c3``; ``gw[c]`` the sum over ``n`` of ``fma(-db, mean, ds) rstd`` and ``gb[c]``
-of ``db``, in order. Rows are independent of each other in every pass (ATen's ``parallel_for`` splits
-only rows), so any thread count gives these floats.
+of ``db``, in order. ATen's ``parallel_for`` splits only rows, each computed alone, but it runs its
+lambda inline at one thread (or one group) and through its threads' copy otherwise, and GCC compiled
+the two copies' ``CalcDsDb`` tail differently (``_weighted_group_sums``): the one difference the thread
+count makes.
 """
 from __future__ import annotations
 
@@ -73,8 +75,11 @@ def _channel_sums(g, x, ds, db):
 
 
 @njit(**_JIT)
-def _weighted_group_sums(ds, db, w, has_w, c0, D):
-    """``CalcDsDb`` and its tail: the sums over channels ``c0 .. c0 + D - 1`` of ``ds w`` and ``db w``."""
+def _weighted_group_sums(ds, db, w, has_w, c0, D, inline):
+    """``CalcDsDb`` and its tail: the sums over channels ``c0 .. c0 + D - 1`` of ``ds w`` and ``db w``. The
+    tail's multiply-adds are fused, except (``inline``) the first four of a tail of four or more: GCC
+    vectorised the tail of the copy of ATen's loop that ``parallel_for`` runs inline (one thread, or one
+    group), products rounded and added in order, and left the copy its threads run scalar."""
     d = D // _LANES * _LANES
     ls = np.zeros(_LANES, F)
     lb = np.zeros(_LANES, F)
@@ -88,7 +93,7 @@ def _weighted_group_sums(ds, db, w, has_w, c0, D):
     for lane in range(_LANES):
         s += ls[lane]
         t += lb[lane]
-    plain = d + 4 if D - d >= 4 else d   # GCC's in-order vectorised reduction: 4 products rounded, then fused
+    plain = d + 4 if inline and D - d >= 4 else d
     for j in range(d, D):
         c = c0 + j
         wc = w[c] if has_w else F(1.0)
@@ -102,21 +107,23 @@ def _weighted_group_sums(ds, db, w, has_w, c0, D):
 
 
 @njit(**_JIT)
-def group_norm_backward(g, x, G, mean, rstd, w, has_w, gx, gw, gb):
+def group_norm_backward(g, x, G, mean, rstd, w, has_w, threads, gx, gw, gb):
     """The gradients of ``group_norm`` from the forward's ``mean``/``rstd``: ``gx`` (``x``'s shape; empty:
-    not computed), ``gw``, ``gb`` (``(C,)``; empty: not computed). ``w`` is read only when ``has_w``."""
+    not computed), ``gw``, ``gb`` (``(C,)``; empty: not computed). ``w`` is read only when ``has_w``;
+    ``threads`` is the intra-op thread count ATen's ``parallel_for`` would see (it picks the loop's copy)."""
     N, C, HW = x.shape
     D = C // G
     ds = np.empty((N, C), F)
     db = np.empty((N, C), F)
     _channel_sums(g, x, ds, db)
     s = F(1.0) / F(D * HW)
+    inline = threads < 2 or N * G < 2
     if gx.size > 0:
         for n in range(N):
             for gr in range(G):
                 i = n * G + gr
                 mu, a = mean[i], rstd[i]
-                sds, sdb = _weighted_group_sums(ds[n], db[n], w, has_w, gr * D, D)
+                sds, sdb = _weighted_group_sums(ds[n], db[n], w, has_w, gr * D, D, inline)
                 c2 = fma(sdb, mu, -sds) * a * a * a * s
                 c3 = fma(-(sdb * a), s, -(c2 * mu))
                 for j in range(D):

@@ -23,7 +23,7 @@ from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lane
 from .row_masks import scale_first, scaled_max
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax", "attention_softmax_masked", "attention_softmax_kept",
-           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
+           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "log_softmax_inner", "log_softmax_backward_inner", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -665,3 +665,70 @@ def nll_loss_backward(t, wt, gs, out, ignore):
         ti = t[r]
         if ti != ignore:
             out[r, ti] = -(wt[r] * gs[r])
+
+
+@njit(**_JIT_EXACT, inline="always")
+def _inner_chunk(D, I, lanes):
+    """ATen's block of inner positions for a softmax over a middle dim: as many as fill 128 KB of ``D``
+    floats, a multiple of ``lanes``, at most ``I``."""
+    return min(max(131072 // D // 4, lanes) // lanes * lanes, I)
+
+
+@njit(**_JIT_EXACT)
+def log_softmax_inner(x, out, lanes):
+    """log_softmax over dim 1 of ``(outer, D, inner)``, as ATen's ``serial_vec_logsoftmax_range``: per block
+    of inner positions the max (NaN never replaces it), the sum of ``exp(x - max)`` over ``D`` in order (Sleef's
+    exp in the block's whole vectors of ``lanes``, libm's ``expf`` for its last ``size % lanes`` positions),
+    Sleef's log, then ``(x - max) - log``."""
+    O, D, I = x.shape
+    chunk = _inner_chunk(D, I, lanes)
+    mx = np.empty(chunk, F)
+    sm = np.empty(chunk, F)
+    for o in range(O):
+        for k0 in range(0, I, chunk):
+            size = min(chunk, I - k0)
+            vec = size - size % lanes
+            mx[:size] = -np.inf
+            sm[:size] = 0.0
+            for d in range(D):
+                xd = x[o, d, k0:k0 + size]
+                for i in range(size):
+                    if xd[i] > mx[i]:
+                        mx[i] = xd[i]
+            for d in range(D):
+                xd = x[o, d, k0:k0 + size]
+                for i in range(vec):
+                    sm[i] += exp_sleef_u10(xd[i] - mx[i])
+                for i in range(vec, size):
+                    sm[i] += np.exp(xd[i] - mx[i])
+            for i in range(size):
+                sm[i] = log_sleef_u10(sm[i])
+            for d in range(D):
+                xd, od = x[o, d, k0:k0 + size], out[o, d, k0:k0 + size]
+                for i in range(size):
+                    od[i] = (xd[i] - mx[i]) - sm[i]
+
+
+@njit(**_JIT_EXACT)
+def log_softmax_backward_inner(g, y, out, lanes):
+    """``g - exp(y) sum(g)`` over dim 1 of ``(outer, D, inner)``, as ATen's ``_vec_log_softmax_backward``: the
+    sums over ``D`` in order per inner position, one FMA each output, Sleef's exp in the block's whole
+    vectors, libm's ``expf`` in its tail (``log_softmax_inner``'s blocks)."""
+    O, D, I = g.shape
+    chunk = _inner_chunk(D, I, lanes)
+    sm = np.empty(chunk, F)
+    for o in range(O):
+        for k0 in range(0, I, chunk):
+            size = min(chunk, I - k0)
+            vec = size - size % lanes
+            sm[:size] = 0.0
+            for d in range(D):
+                gd = g[o, d, k0:k0 + size]
+                for i in range(size):
+                    sm[i] += gd[i]
+            for d in range(D):
+                gd, yd, od = g[o, d, k0:k0 + size], y[o, d, k0:k0 + size], out[o, d, k0:k0 + size]
+                for i in range(vec):
+                    od[i] = fma(-exp_sleef_u10(yd[i]), sm[i], gd[i])
+                for i in range(vec, size):
+                    od[i] = fma(-np.exp(yd[i]), sm[i], gd[i])

@@ -108,11 +108,26 @@ def _softmax_bwd_vjp(v, out, g, y, *, dim):
     return gg, gy
 
 
+def _inner_loop(xp, name, dim, *arrays):
+    """Run ``name`` (``rowwise.log_softmax_inner`` or its backward) over a middle ``dim`` of row-major
+    float32 arrays into a new array, or None where it does not apply."""
+    x = arrays[-1]
+    if not x.size or dim >= x.ndim - 1 or not kernels.use(xp, *arrays):
+        return None
+    out = xp.empty_like(x)
+    shape = (math.prod(x.shape[:dim]), x.shape[dim], -1)
+    getattr(kernels.loops("rowwise"), name)(*(a.reshape(shape) for a in arrays + (out,)),
+                                            kernels.loops("pointwise").aten_lanes())
+    return out
+
+
 def _log_softmax_fwd(xp, x, *, dim):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_log_softmax_fwd, xp, x, dim=dim)
     x = _row_major(xp, x)
     fused = _loop(xp, "log_softmax", dim, x, lanes=True)
+    if fused is None:   # a middle dim (class scores of (N, C, H, W)): ATen's blocked loop
+        fused = _inner_loop(xp, "log_softmax_inner", dim, x)
     if fused is not None:
         return fused
     s = _shifted(xp, x, dim)
@@ -129,6 +144,8 @@ def _log_softmax_bwd_fwd(xp, g, y, *, dim):
     if y.ndim == 0:
         return g * 0
     fused = _loop(xp, "log_softmax_backward", dim, g, y, lanes=True)
+    if fused is None:
+        fused = _inner_loop(xp, "log_softmax_backward_inner", dim, _row_major(xp, g), _row_major(xp, y))
     return g - xp.exp(y) * g.sum(axis=dim, keepdims=True) if fused is None else fused
 
 

@@ -78,7 +78,7 @@ def _gn_bwd_fwd(xp, g, x, *affine, groups, eps, has_weight, needs):
         gx = xp.empty_like(x) if needs[0] else empty
         gw, gb = (xp.empty(c, x.dtype) if need else empty for need in needs[1:])
         kernels.loops("groupnorm").group_norm_backward(g.reshape(n, c, -1), x.reshape(n, c, -1), groups, mean, rstd,
-                                                       empty if w is None else w, w is not None,
+                                                       empty if w is None else w, w is not None, kernels.threads(),
                                                        gx.reshape(n, c, -1) if needs[0] else empty, gw, gb)
         return gx, gw, gb
     rows = x.reshape(n, groups, -1)
