@@ -801,6 +801,15 @@ def _reduce_class_loss(xp, loss, t, wt, weighted, reduction, p):
     return xp.asarray(total / loss.dtype.type(weight) if reduction == "mean" else total, dtype=loss.dtype)
 
 
+def _weight_total(xp, t, wt, p):
+    """A mean class loss's denominator as its forward sums it (``_reduce_class_loss``): ATen's cascade on cpu
+    float32, whose total its backward divides by; numpy's sum otherwise."""
+    if not t.size or not kernels.use(xp, wt):
+        return wt.sum()
+    flat, wt = xp.ascontiguousarray(t.reshape(-1)), xp.ascontiguousarray(wt.reshape(-1))
+    return wt.dtype.type(kernels.loops("cascade").nll_sums(wt, flat, wt, p["ignore_index"], True)[1])
+
+
 def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
     """Without label smoothing a gather of each sample's target entry, else ``-sum_c a logp``."""
     if logp.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
@@ -858,7 +867,7 @@ def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
         return res
     safe, wt, keep, bad = _targets(xp, t, w[0] if w else None, n_classes=n_classes, ignore_index=p["ignore_index"],
                                    check=p["check"], dtype=g.dtype)
-    s = g.reshape(-1) if reduction == "none" else g / wt.sum() if reduction == "mean" else g
+    s = g.reshape(-1) if reduction == "none" else g / _weight_total(xp, t, wt, p) if reduction == "mean" else g
     vals = xp.where(keep & ~bad, -(wt * s), 0)
     shape = tuple(t.shape[:cdim]) + (n_classes,) + tuple(t.shape[cdim:])
     res = xp.zeros(shape, g.dtype)
