@@ -818,8 +818,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     """Clamped; the gradient is 0 at the bounds themselves, as PyTorch's (so relu6 too)."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(hardtanh, (input,), input, min_val=min_val, max_val=max_val, inplace=inplace)
-    return _inplace(input, lambda x: x.where((x > min_val) & (x < max_val), x.clamp(min_val, max_val).detach()),
-                    inplace)
+    return _inplace(input, lambda x: _fused.hardtanh(x, min_val, max_val), inplace, opmath=False)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:

@@ -1,4 +1,4 @@
-"""OpInfos for the fused nn ops (engine/nn/_fused.py): softmax, log_softmax, layer_norm, gelu,
+"""OpInfos for the fused nn ops (engine/nn/_fused.py): softmax, log_softmax, layer_norm, gelu, hardtanh,
 nll_loss and cross_entropy, through ``nn.functional`` on both sides. Class weights are keyword
 arrays, so they never require grad (PyTorch has no weight gradient for these losses)."""
 from __future__ import annotations
@@ -82,6 +82,11 @@ OPS = [
     OpInfo("nn.cross_entropy", lambda m, x, t, **kw: _f(m).cross_entropy(x, t, **kw), lambda: _class_samples(True),
            differentiable_args=(0,), errors=_class_errors),
     OpInfo("nn.nll_loss", _nll, lambda: _class_samples(False), differentiable_args=(0,), errors=_class_errors),
+    OpInfo("nn.hardtanh", lambda m, a, *bounds: _f(m).hardtanh(a, *bounds),
+           lambda: [Sample((arr(3, 4, low=-3, high=3),), name="default"),
+                    Sample((arr(2, 5, low=-1, high=8), 0.0, 6.0), name="relu6_bounds"),
+                    Sample((arr(),), name="0d"), Sample((arr(0, 2),), name="empty"),
+                    Sample((arr(4, 3),), noncontig=True, name="noncontig")]),
 ]
 
 
