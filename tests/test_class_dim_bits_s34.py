@@ -7,19 +7,14 @@ import torch
 
 import tapelab as tl
 
+from _threads import thread_counts
+
 
 def _bits(a, b):
     return int((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).sum())
 
 
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    old_t, old_l = torch.get_num_threads(), tl.get_num_threads()
-    torch.set_num_threads(request.param)
-    tl.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(old_t)
-    tl.set_num_threads(old_l)
+threads = thread_counts([1, 2])
 
 
 SHAPES = [(4, 10, 1), (4, 37, 7), (2, 21, 33, 17), (3, 5, 40), (2, 1000, 70), (8, 3, 16), (1, 7, 2, 3)]

@@ -7,6 +7,8 @@ import torch
 
 import tapelab as tl
 
+from _threads import thread_counts
+
 SHAPES = [((3, 8, 5), 4), ((2, 32, 7, 7), 8), ((2, 64, 1023), 32), ((4, 6), 3), ((2, 48, 7), 2), ((3, 40, 3, 3), 1),
           ((2, 20, 7), 4), ((2, 44, 5), 4), ((1, 7, 3), 1), ((2, 10, 5), 1), ((2, 12, 7), 2), ((5, 16, 9), 2)]
 
@@ -27,14 +29,7 @@ def _bits(a, b):
     return int((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).sum())
 
 
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    old_t, old_l = torch.get_num_threads(), tl.get_num_threads()
-    torch.set_num_threads(request.param)
-    tl.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(old_t)
-    tl.set_num_threads(old_l)
+threads = thread_counts([1, 2])
 
 
 @pytest.mark.parametrize("shape,groups", SHAPES)
