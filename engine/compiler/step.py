@@ -317,15 +317,19 @@ def _unit_loop(joint, tensors: list, n_flat: int, tensor_at: list, result: Tenso
     numba's loops contract no multiply-add), without writing the saved activations and reading them
     back in a second pass (1M elements: one ~1.4 ms loop against 1.25 + 0.6 ms)."""
     places = [n for n in joint.graph.nodes if n.op == "placeholder"]
-    nodes = [n for n in joint.graph.nodes if n.op != "placeholder" and n.op != "output"]
+    outputs = list(joint.graph.output_node().args[0])
+    needed = _ancestors([o for o in outputs if isinstance(o, Node)])   # not the input guards (as ``_split``)
+    nodes = [n for n in joint.graph.nodes if n in needed and n.op != "placeholder"]
+    inputs = [places[i] for i in tensor_at] + [places[n_flat]]
+    if any(i.op == "placeholder" and i not in inputs for n in nodes for i in n.all_input_nodes):
+        return None      # a number argument read as a value: the two generated loops take it
     for n in nodes:      # first the ops alone: no lowering (and no kernel built) for a graph with a product
         op = REGISTRY.get(op_name(n) or "") if n.op == "call_function" and n.target not in (
             operator.getitem, guard_inputs) else None
         if n.op == "call_function" and op is not None and not op.elementwise and op.name not in _LOOP_EXTRAS:
             return None
-    outputs = list(joint.graph.output_node().args[0])
     examples = [*map(_fused._meta, tensors), _fused.empty((), dtype=result.dtype, device="meta")]
-    gm = _lowered(joint, ([places[i] for i in tensor_at] + [places[n_flat]], nodes, outputs), examples, backend)
+    gm = _lowered(joint, (inputs, nodes, outputs), examples, backend)
     calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     if len(calls) != 1 or not isinstance(calls[0].target, FusedCall):
         return None
