@@ -188,3 +188,25 @@ def test_reduce_overhead_mode_matches():
         got.append([_bits(t.grad._data) for t in xs])
     _, ref, _ = _run(chain6, xs, unit=False)
     assert got[-1] == [_bits(r) for r in ref]
+
+
+def test_a_number_argument_and_a_tuple_of_tensors():
+    """A step whose arguments hold a number and a tuple of tensors (the input guards read them): the loss
+    and gradients are torch's within float32 rounding on every call (the unit loop, where it is built,
+    reads only the tensors)."""
+    def fn(pair, s):
+        a, b = pair
+        return ((a * s + b).tanh() * b).sigmoid().sum()
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(4096).astype(np.float32) for _ in range(2)]
+    want = [torch.tensor(a, requires_grad=True) for a in arrays]
+    fn(tuple(want), 2.0).backward()
+    ours = [T.tensor(a, requires_grad=True) for a in arrays]
+    compiled = T.compile(fn)
+    for _ in range(3):
+        for t in ours:
+            t.grad = None
+        loss = compiled(tuple(ours), 2.0)
+        loss.backward()
+        for t, w in zip(ours, want):
+            np.testing.assert_allclose(t.grad.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-7)
