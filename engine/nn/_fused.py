@@ -482,6 +482,7 @@ _hardtanh_bwd = Op("hardtanh_backward", _opmath_params(_hardtanh_bwd_fwd),
                    lambda gg, out, g, x, **p: (apply(_hardtanh_bwd, gg, x, **p), gg * 0.0), cost=_numel)
 _hardtanh = Op("hardtanh", _opmath_params(_hardtanh_fwd),
                lambda g, out, x, **p: (apply(_hardtanh_bwd, g, x, **p),), saves=ALL, cost=_numel,
+               complex_error=(NotImplementedError, "clamp is not supported for complex types"),
                onnx=lambda g, x, *, min_val, max_val: g.op("Min", g.op("Max", x, g.scalar(min_val, x)),
                                                           g.scalar(max_val, x)))
 
