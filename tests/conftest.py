@@ -9,7 +9,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 def pytest_addoption(parser):
     parser.addoption("--long", action="store_true",
-                     help="run the full stress suite (tests/stress); by default it runs a short version")
+                     help="run the full stress suite (tests/stress) and the empty-cache compile checks; by default "
+                          "a short version")
     parser.addoption("--update-docs", action="store_true",
                      help="rewrite pages the tests generate (docs/bad-inputs.md) instead of failing when stale")
     parser.addoption("--shuffle", type=int, default=None, metavar="SEED",
@@ -83,3 +84,11 @@ def stem_forward_calls(monkeypatch):
     real, calls = loops.forward_stride1, []
     monkeypatch.setattr(loops, "forward_stride1", lambda *args: calls.append(args[-2:]) or real(*args))
     return calls
+
+
+@pytest.fixture
+def empty_cache_compiles(request):
+    """For a test that compiles numba's kernels in an empty cache (a subprocess, 15-60 s on the CI machine):
+    it runs with ``--long``; ``pytest tests`` (CI) skips it, as the stress suite runs short there."""
+    if not request.config.getoption("--long"):
+        pytest.skip("compiles numba's kernels in an empty cache (15-60 s): run with --long")

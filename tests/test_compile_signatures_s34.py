@@ -51,7 +51,7 @@ print(" ".join(f"{k.py_func.__name__}:{len(k.signatures)}" for k in shared))
 '''
 
 
-def test_shared_kernels_compile_once(tmp_path):
+def test_shared_kernels_compile_once(tmp_path, empty_cache_compiles):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -24,7 +24,7 @@ def _run(args, cache_dir):
     return done.stdout
 
 
-def test_warm_fills_the_cache_a_later_first_step_loads(tmp_path):
+def test_warm_fills_the_cache_a_later_first_step_loads(tmp_path, empty_cache_compiles):
     out = _run(["-m", "tapelab.warm", "--models", "mlp", "--threads", "1"], tmp_path)
     assert "tapelab.warm: mlp, 1 thread(s):" in out
     assert any(name.endswith(".nbi") for _, _, files in os.walk(tmp_path) for name in files)

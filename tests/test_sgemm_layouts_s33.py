@@ -80,7 +80,7 @@ print(len(SG._sgemm_part.signatures))
 """
 
 
-def test_one_compiled_body_for_every_layout(tmp_path):
+def test_one_compiled_body_for_every_layout(tmp_path, empty_cache_compiles):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
