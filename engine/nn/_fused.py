@@ -408,16 +408,6 @@ def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | Non
 # (-3, 3) only, 0 below, 1 (0) above; the composite's clamp passed gradient at -3 and 3 themselves.
 def _opmath(fn):
     """``fn`` computed in float32 on bfloat16 or float16 arrays, rounded once (ATen's opmath type)."""
-    def run(xp, *arrays):
-        dt = arrays[-1].dtype
-        if dt is BFLOAT16_NP or dt == xp.float16:
-            return fn(xp, *(a.astype(xp.float32) for a in arrays)).astype(dt)
-        return fn(xp, *arrays)
-    return run
-
-
-def _opmath_params(fn):
-    """``_opmath`` for a forward that takes params too."""
     def run(xp, *arrays, **params):
         dt = arrays[-1].dtype
         if dt is BFLOAT16_NP or dt == xp.float16:
@@ -478,9 +468,9 @@ def _hardtanh_bwd_fwd(xp, g, x, *, min_val, max_val):
     return xp.where(inside, g, g.dtype.type(0))
 
 
-_hardtanh_bwd = Op("hardtanh_backward", _opmath_params(_hardtanh_bwd_fwd),
+_hardtanh_bwd = Op("hardtanh_backward", _opmath(_hardtanh_bwd_fwd),
                    lambda gg, out, g, x, **p: (apply(_hardtanh_bwd, gg, x, **p), gg * 0.0), cost=_numel)
-_hardtanh = Op("hardtanh", _opmath_params(_hardtanh_fwd),
+_hardtanh = Op("hardtanh", _opmath(_hardtanh_fwd),
                lambda g, out, x, **p: (apply(_hardtanh_bwd, g, x, **p),), saves=ALL, cost=_numel,
                complex_error=(NotImplementedError, "clamp is not supported for complex types"),
                onnx=lambda g, x, *, min_val, max_val: g.op("Min", g.op("Max", x, g.scalar(min_val, x)),
