@@ -22,7 +22,7 @@ from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lanes
 from .row_masks import scale_first, scaled_max
 
-__all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax", "attention_softmax_masked", "attention_softmax_kept",
+__all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax", "attention_softmax_masked",
            "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "log_softmax_inner", "log_softmax_backward_inner", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
@@ -328,21 +328,6 @@ def attention_softmax_masked(s, heads, B, mask, scale):
             row, m = s[n, i], mask[a, b, i if mask.shape[2] > 1 else 0]
             for j in range(S):
                 row[j] = row[j] * scale + m[j]
-            _softmax_in_place(row, S)
-
-
-@njit(**_JIT)
-def attention_softmax_kept(s, heads, B, keep, scale):
-    """``attention_softmax_masked`` with a bool mask: ``softmax(s scale)`` over the keys ``keep`` is True at,
-    the others 0."""
-    N, L, S = s.shape
-    ninf = F(-np.inf)
-    for n in range(N):
-        a, b = _mask_head(keep, heads[n], B)
-        for i in range(L):
-            row, k = s[n, i], keep[a, b, i if keep.shape[2] > 1 else 0]
-            for j in range(S):
-                row[j] = row[j] * scale if k[j] else ninf
             _softmax_in_place(row, S)
 
 

@@ -64,7 +64,7 @@ def _weights(xp, q, k, mask, *, scale, causal, masked):
                          s.dtype.type(scale), causal, align=s.shape[-2])
         return s
     if (masked and s.size and kernels.use(xp, s) and mask.dtype in (s.dtype, np.bool_)
-            and _masked_softmax(s, mask, scale, masked)):
+            and _masked_softmax(s, mask, scale)):
         return s
     s *= s.dtype.type(scale)
     ninf = s.dtype.type("-inf")
@@ -86,21 +86,23 @@ def _weights(xp, q, k, mask, *, scale, causal, masked):
     return p
 
 
-def _masked_softmax(s, mask, scale: float, masked: str) -> bool:
+def _masked_softmax(s, mask, scale: float) -> bool:
     """``_weights``' softmax of the float32 scores ``s`` with a mask array, in place, as one loop over
-    the heads (``rowwise.attention_softmax_masked``/``_kept``) reading the mask's own rows (numpy's six
-    passes, ``s + mask`` among them, took 3x torch's time on a Llama step's small heads); False where
-    the scores have more than four dims (then nothing is done)."""
+    the heads (``rowwise.attention_softmax_masked``) reading the mask's own rows (numpy's six passes,
+    ``s + mask`` among them, took 3x torch's time on a Llama step's small heads); a bool mask becomes
+    ATen's -inf bias first (its size, not the scores'). False where the scores have more than four
+    dims (then nothing is done)."""
     if s.ndim > 4:
         return False
     L, S = s.shape[-2:]
     a, b = (1,) * (4 - s.ndim) + s.shape[:-2]
+    if mask.dtype == np.bool_:
+        mask = np.where(mask, s.dtype.type(0), s.dtype.type("-inf"))
     if mask.shape[-1] != S:   # shared along the keys: the rows made whole
         mask = np.broadcast_to(mask, mask.shape[:-1] + (S,))
     mask = np.ascontiguousarray(mask).reshape((1,) * (4 - mask.ndim) + mask.shape)
-    loop = kernels.loops("rowwise")
-    loop = loop.attention_softmax_masked if masked == "float" else loop.attention_softmax_kept
-    kernels.parallel(loop, 2, s.reshape(-1, L, S), np.arange(a * b), b, mask, s.dtype.type(scale))
+    kernels.parallel(kernels.loops("rowwise").attention_softmax_masked, 2, s.reshape(-1, L, S), np.arange(a * b), b,
+                     mask, s.dtype.type(scale))
     return True
 
 
