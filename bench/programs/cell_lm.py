@@ -54,11 +54,7 @@ def cell_step(m, rng, tensor, gated: bool):
     def step(batch):
         idx, targets = batch
         logits = model(models.as_long(m, idx))
-        loss = F.cross_entropy(logits.view(-1, VOCAB), models.as_long(m, targets).view(-1))
-        model.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+        return models.update(opt, F.cross_entropy(logits.view(-1, VOCAB), models.as_long(m, targets).view(-1)))
     return step
 
 

@@ -94,11 +94,8 @@ def llama_step(m, rng, tensor):
         idx, keep = (models.as_long(m, a) for a in batch)
         logits = model(idx, keep)
         labels = idx[:, 1:].masked_fill(keep[:, 1:] == 0, -100)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+        return models.update(opt, F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels.reshape(-1),
+                                                  ignore_index=-100))
     return step
 
 

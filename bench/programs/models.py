@@ -36,6 +36,15 @@ def as_long(m, array):
 GPT = {128: dict(heads=4, seq=64, batch=16, vocab=65), 384: dict(heads=6, seq=64, batch=8, vocab=65)}
 
 
+def update(opt, loss):
+    """The training step's tail the programs share: gradients cleared (set to None), the loss's
+    backward, one optimizer step; returns the loss."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def gpt_batches(rng, d: int, n: int):
     """Character-level batches (vocab 65, as tiny-shakespeare) cut from one token stream."""
     cfg = GPT[d]
@@ -91,11 +100,7 @@ def gpt_step(m, rng, tensor, d: int):
 
     def step(batch):
         x, y = batch
-        loss = model(as_long(m, x), as_long(m, y))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+        return update(opt, model(as_long(m, x), as_long(m, y)))
     return step
 
 
@@ -187,11 +192,7 @@ def resnet_step(m, rng, tensor):
 
     def step(batch):
         x, y = batch
-        loss = F.cross_entropy(model(tensor(x)), as_long(m, y))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+        return update(opt, F.cross_entropy(model(tensor(x)), as_long(m, y)))
     return step
 
 
@@ -232,9 +233,5 @@ def gcn_step(m, rng, tensor):
 
     def step(batch=None):
         h = F.relu(m.sparse.mm(adj, x @ w1))
-        loss = F.cross_entropy(m.sparse.mm(adj, h @ w2), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+        return update(opt, F.cross_entropy(m.sparse.mm(adj, h @ w2), y))
     return step
