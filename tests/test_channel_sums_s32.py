@@ -6,6 +6,8 @@ import torch
 
 import tapelab
 
+from _threads import thread_counts
+
 SHAPES = [(32, 16, 28, 28), (32, 32, 14, 14), (16, 32, 16, 16), (3, 5, 7, 11), (2, 3, 129, 3), (64, 8, 1, 1),
           (1, 1, 1, 1), (4, 3, 9, 13), (2, 4, 5), (2, 3, 2, 3, 5), (1, 2, 300, 300)]
 
@@ -15,12 +17,7 @@ def _data(shape, seed=0):
     return (rng.standard_normal(shape) * 10 ** rng.uniform(-3, 3, shape)).astype(np.float32)
 
 
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    before = tapelab.get_num_threads()
-    tapelab.set_num_threads(request.param)
-    yield request.param
-    tapelab.set_num_threads(before)
+threads = thread_counts([1, 2])
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -7,11 +7,8 @@ import torch
 
 import tapelab as tl
 
+from _bits import differing_bits as _bits
 from _threads import thread_counts
-
-
-def _bits(a, b):
-    return int((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).sum())
 
 
 threads = thread_counts([1, 2])

@@ -11,6 +11,8 @@ import tapelab as T
 from tapelab.compiler import plans
 from tapelab.core.registry import REGISTRY
 
+from _threads import thread_counts
+
 gemm_module = importlib.import_module("tapelab.kernels.gemm")
 SHAPES = [(8, 32, 64), (8, 64, 64), (8, 64, 10), (1, 16, 16), (33, 17, 5), (64, 128, 96)]
 
@@ -25,12 +27,7 @@ def _bits(a):
     return np.ascontiguousarray(a).view(np.uint32).tobytes()
 
 
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    before = T.get_num_threads()
-    T.set_num_threads(request.param)
-    yield request.param
-    T.set_num_threads(before)
+threads = thread_counts([1, 2])
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)

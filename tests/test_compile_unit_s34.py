@@ -48,6 +48,16 @@ def _bits(a):
     return a.view(np.uint32 if a.dtype == np.float32 else np.uint64).tobytes()
 
 
+def _assert_torchs(xs, loss, grads, rtol, atol):
+    """``loss`` and ``grads`` are PyTorch's for ``chain6`` at ``xs`` (the loss to ``rtol`` alone)."""
+    tx, tw = (torch.tensor(t._data, requires_grad=True) for t in xs)
+    tl = torch_chain6(tx, tw)
+    tl.backward()
+    np.testing.assert_allclose(loss, tl.detach().numpy(), rtol=rtol)
+    np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(grads[1], tw.grad.numpy(), rtol=rtol, atol=atol)
+
+
 N = 1 << 16    # from 64k elements the frontend runs a one-loop graph of two transcendentals as the step
 
 
@@ -60,12 +70,7 @@ def test_unit_loop_is_built_and_bit_equal_to_the_two_loops(n):
     assert _bits(loss) == _bits(ref_loss)
     for g, r in zip(grads, ref_grads):
         assert _bits(g) == _bits(r)
-    tx, tw = (torch.tensor(t._data, requires_grad=True) for t in xs)
-    tl = torch_chain6(tx, tw)
-    tl.backward()
-    np.testing.assert_allclose(loss, tl.detach().numpy(), rtol=1e-5)
-    np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(grads[1], tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+    _assert_torchs(xs, loss, grads, rtol=1e-5, atol=1e-6)
 
 
 def test_float64_against_torch():
@@ -73,12 +78,7 @@ def test_float64_against_torch():
     xs = _inputs(N, np.float64, seed=3)
     loss, grads, step = _run(chain6, xs, unit=True)
     assert step.unit is None
-    tx, tw = (torch.tensor(t._data, requires_grad=True) for t in xs)
-    tl = torch_chain6(tx, tw)
-    tl.backward()
-    np.testing.assert_allclose(loss, tl.detach().numpy(), rtol=1e-12)
-    np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(grads[1], tw.grad.numpy(), rtol=1e-10, atol=1e-14)
+    _assert_torchs(xs, loss, grads, rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("g", [2.0, -0.5, 1.0])

@@ -7,6 +7,7 @@ import torch
 
 import tapelab as tl
 
+from _bits import differing_bits as _bits
 from _threads import thread_counts
 
 SHAPES = [((3, 8, 5), 4), ((2, 32, 7, 7), 8), ((2, 64, 1023), 32), ((4, 6), 3), ((2, 48, 7), 2), ((3, 40, 3, 3), 1),
@@ -23,10 +24,6 @@ def _run(lib, x, groups, w, b, g):
     y = lib.nn.functional.group_norm(xs, groups, stand_in, bs)
     y.backward(lib.tensor(g))
     return [y.detach().numpy(), xs.grad.numpy()] + [t.grad.numpy() for t in (ws, bs) if t is not None]
-
-
-def _bits(a, b):
-    return int((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).sum())
 
 
 threads = thread_counts([1, 2])
