@@ -79,6 +79,12 @@ class _StepOp(_Unregistered):
 
 
 _UNIT = object()    # first of a ``saved`` list that ``Step._forward_unit`` filled
+_HANDED = object()  # ... once a capture's backward op handed its gradients out (another backward recomputes)
+
+
+def _made(saved: list) -> bool:
+    """Whether ``saved`` holds ``unit``'s gradients (not the generated forward's values)."""
+    return bool(saved) and (saved[0] is _UNIT or saved[0] is _HANDED)
 
 
 class Step:
@@ -103,6 +109,7 @@ class Step:
         self.op.members = tuple(members)
         self._backward_ops: dict = {}     # which inputs need a gradient -> the backward as one op (a capture's)
         self.unit = None     # a 0-d result's forward and backward for ``g = 1`` as one loop (``_unit_loop``)
+        self._unit_op = None     # a capture's forward by ``unit`` (``_captured_unit``), made at its first use
 
     def __call__(self, *flat):
         tensors = [flat[i] for i in self.tensor_at]
@@ -126,6 +133,8 @@ class Step:
                 return self.traced.forward(*flat)
             return self._results(args, req, self.fwd_fn(*[t._data for t in tensors]))
         if plain or STATE.slow:      # a stale view's refresh; a tape, the profiler: the dispatcher tells them
+            if STATE.modes and req and GRAD.enabled and self.unit is not None and self.unit.out is not None:
+                return apply(self._captured_unit(), *args, saved=saved)
             return apply(self.op, *args, saved=saved)
         if self.unit is not None and req and GRAD.enabled:
             out = self._forward_unit([t._data for t in tensors], saved)
@@ -163,10 +172,54 @@ class Step:
         saved[:] = [_UNIT, *grads]
         return out if type(out) is np.ndarray else np.asarray(out)
 
+    def _captured_unit(self) -> _StepOp:
+        """The step's op for a capture (a mode taking the step whole) where ``unit`` writes into given arrays:
+        its forward is ``_forward_unit_into``, so a replay runs the one loop, and the backward op the capture
+        records hands out (writes in place) the gradients that loop made."""
+        if self._unit_op is None:
+            op = self._unit_op = _StepOp(self.op.name, self._forward_unit_into, self._vjp,
+                                         save_output=self.op.save_output)
+            op.backward_name, op.members = self.op.backward_name, self.op.members
+        return self._unit_op
+
+    def _forward_unit_into(self, xp, *arrays, saved: list):
+        """``_forward_unit`` where ``saved`` keeps the gradients a previous call made (a captured replay's
+        ``saved`` is the capture's own list): ``unit`` writes this call's into those same arrays, which the
+        capture's backward op took as its outputs (the parameters' ``.grad``), so no copy follows."""
+        if xp is not np:
+            raise RuntimeError(f"{self.op.name}: the one-node step runs on cpu numpy arrays only")
+        arrays, one = arrays[:len(self.tensor_at)], np.ones((), self.outs[0][1])
+        if len(saved) > 1 and _made(saved):
+            out, *grads = self.unit.out(*arrays, one, out=(np.empty((), self.outs[0][1]), *saved[1:]))
+        else:
+            out, *grads = self.unit(*arrays, one)
+        saved[:] = [_UNIT, *grads]
+        return out if type(out) is np.ndarray else np.asarray(out)
+
+    def _unit_grads(self, g, saved: list):
+        """The gradients ``unit`` made beside the forward, when ``g`` is the cotangent it assumed (1) and no
+        backward took them yet; else None."""
+        if len(saved) > 1 and saved[0] is _UNIT and g.dtype == self.outs[0][1] and g == 1:
+            return saved[1:]
+        return None
+
+    def _handed(self, g, saved: list):
+        """``_unit_grads`` for a capture's backward op, marking them taken: a second backward of the same
+        forward (a retained graph) computes its own, whatever its cotangent is at a replay."""
+        grads = self._unit_grads(g, saved)
+        if grads is not None:
+            saved[0] = _HANDED
+        return grads
+
+    def _kept(self, saved: list, arrays) -> list:
+        """The generated forward's values the generated backward reads: ``saved``, or where ``unit`` ran,
+        made now from the inputs (``saved`` left as it is: a replay's next forward writes into it)."""
+        return self.fwd_fn(*arrays)[1:] if _made(saved) else saved
+
     def _saved(self, saved: list, arrays: list) -> list:
         """``saved`` as the generated backward reads it: where ``_forward_unit`` ran, the generated
         forward's values, made now from the inputs (the node checked their versions: unchanged)."""
-        if saved and saved[0] is _UNIT:
+        if _made(saved):
             saved[:] = self.fwd_fn(*arrays)[1:]
         return saved
 
@@ -176,13 +229,13 @@ class Step:
             return self._members_vjp(g, inputs)
         values = [t._data for t in inputs[:len(self.tensor_at)]]
         if STATE.modes:            # a capture that takes the step whole: the backward as one op it records
-            return self._backward_as_op(g, inputs, self._saved(saved, values))
+            return self._backward_as_op(g, inputs, saved)
         gs = [g] if self.container is None else g
         dev = next(x for x in gs if x is not None)._device
         arrays = [x._data if x is not None else np.zeros(shape, dt) for x, (shape, dt) in zip(gs, self.outs)] \
             if self.container is not None else [g._data]
-        if len(saved) > 1 and saved[0] is _UNIT and arrays[0].dtype == self.outs[0][1] and arrays[0] == 1:
-            grads = saved[1:]
+        grads = self._unit_grads(arrays[0], saved)
+        if grads is not None:
             del saved[1:]          # handed out (``.grad`` may become them): a retained graph's next backward recomputes
         else:
             grads = self.bwd_fn(*arrays, *self._saved(saved, values), *values)
@@ -210,19 +263,28 @@ class Step:
         return tuple(next(outs) if m else None for m in mask)
 
     def _backward_arrays(self, xp, g, *arrays, saved: list, mask: tuple):
-        grads = self.bwd_fn(g, *saved, *arrays[:len(self.tensor_at)])
+        """The gradients of the inputs in ``mask``: those ``unit`` made for this ``g`` (the arrays themselves:
+        a capture takes them as this op's output buffers), else the generated backward's."""
+        values = arrays[:len(self.tensor_at)]
+        grads = self._handed(g, saved) or self.bwd_fn(g, *self._kept(saved, values), *values)
         outs = tuple(xp.zeros_like(a) if d is None else d for d, a, m in zip(grads, arrays, mask) if m)
         return outs if len(outs) > 1 else outs[0]
 
     def _backward_arrays_out(self, xp, g, *arrays, saved: list, mask: tuple, out: tuple):
-        """``_backward_arrays`` written into ``out`` (a captured replay's gradient buffers); a gradient the
-        kernel does not make (None) is zeroed there."""
+        """``_backward_arrays`` written into ``out`` (a captured replay's gradient buffers; where ``unit``
+        wrote them, those buffers are its gradients, and nothing is written); a gradient the kernel does not
+        make (None) is zeroed there."""
         given = iter(out)
         full = [next(given) if m else None for m in mask]
-        grads = self.bwd_fn.out(g, *saved, *arrays[:len(self.tensor_at)], out=tuple(full))
+        values = arrays[:len(self.tensor_at)]
+        grads = self._handed(g, saved)
+        if grads is None:
+            grads = self.bwd_fn.out(g, *self._kept(saved, values), *values, out=tuple(full))
         for d, o in zip(grads, full):
             if d is None and o is not None:
                 o.fill(0)
+            elif o is not None and d is not o:
+                np.copyto(o, d)
 
     def _members_vjp(self, g, inputs):
         """The traced graph's own ops and vjps, recorded for autograd (double backward)."""
