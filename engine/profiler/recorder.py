@@ -48,7 +48,7 @@ import weakref
 from ..base import events
 from ..base.ranges import RECORDING
 from .. import cuda
-from ..autograd.engine import running_node
+from ..autograd.engine import _RUNNING, running_node
 from ..autograd.views import WRITING
 from ..base.device import device as Device
 from ..core.dispatch import STATE
@@ -156,15 +156,14 @@ class Recorder:
             self._start_chains()
         timed = bool(self._chains)    # cpu-only profiles keep the plain handlers
         self.thread = _get_ident()
-        self._subs = [events.subscribe("op", self._on_op_timed if timed else self._on_op),
-                      events.subscribe("backward_step", self._on_step_timed if timed else self._on_step),
-                      events.subscribe("collective", self._on_collective),
-                      events.subscribe("made", self._on_made)]
+        # by fields: the dispatcher makes no ``OpRecorded`` per op for the profiler; one refresh each way
+        self._subs = events.subscribe_group(("op", self._on_op_timed if timed else self._on_op, True),
+                                            ("backward_step", self._on_step_timed if timed else self._on_step),
+                                            ("collective", self._on_collective), ("made", self._on_made))
         RECORDING.append(self)
 
     def stop(self) -> None:
-        for s in self._subs:
-            s.unsubscribe()
+        events.unsubscribe_group(self._subs)
         self._subs = []
         if self in RECORDING:
             RECORDING.remove(self)
@@ -193,8 +192,9 @@ class Recorder:
                                    (), "", -1, 0, 0, _user_stack() if self.stack else (), 0))
 
     # ------------------------------------------------------------------ handlers
-    # The hot path: one tuple per event in Event's field order (Trace.events builds the objects).
-    def _on_op(self, ev) -> None:
+    # The hot path: one tuple per event in Event's field order (Trace.events builds the objects). Told by
+    # fields (``events.subscribe(..., fields=True)``): ``OpRecorded``'s fields as one tuple and its tensors.
+    def _on_op(self, fields: tuple, tensors: tuple) -> None:
         tid = _get_ident()
         if tid != self.thread:
             return
@@ -202,25 +202,26 @@ class Recorder:
         if len(raw) >= self.cap:
             self._room("op")
             return
-        running = running_node()
-        name = ev.op
-        t = ev.tensors
-        if t and t[0] and (t[1] is t[0][0] or WRITING and t[0][0] is WRITING[-1]):
+        seq, op, _, input_shapes, _, shape, dtype, _, _, duration_ns, start_ns, module, _ = fields
+        running = _RUNNING.nodes   # running_node(), inlined: the backward node running, if any
+        running = running[-1] if running else None
+        name = op
+        if tensors and tensors[0] and (tensors[1] is tensors[0][0] or WRITING and tensors[0][0] is WRITING[-1]):
             name += "_"     # written into its first operand: PyTorch's in-place op (add_)
-        module = ""
         if self.modules:
             if running is not None:
                 module = self._seq_module.get(running.tape_seq, "")
             else:
-                module = ev.module
-                self._track_modules(ev)
-                self._seq_module[ev.seq] = module
+                self._track_modules(start_ns, duration_ns)
+                self._seq_module[seq] = module
+        else:
+            module = ""
         raw.append((
-            name, "op", ev.start_ns, ev.duration_ns, tid, "forward" if running is None else "backward",
-            module, ev.input_shapes, ev.shape, ev.dtype, ev.seq,
-            self._allocate(t, calls(name, ev.input_shapes)[0][0], ev.start_ns + ev.duration_ns)
-            if self.memory and t else 0,
-            estimate_flops(ev.op, ev.input_shapes, ev.shape) if self.flops else 0,
+            name, "op", start_ns, duration_ns, tid, "forward" if running is None else "backward",
+            module, input_shapes, shape, dtype, seq,
+            self._allocate(tensors, calls(name, input_shapes)[0][0], start_ns + duration_ns)
+            if self.memory and tensors else 0,
+            estimate_flops(op, input_shapes, shape) if self.flops else 0,
             _user_stack() if self.stack else (), 0))
 
     def _on_made(self, ev) -> None:
@@ -264,10 +265,10 @@ class Recorder:
             warnings.warn(f"tapelab.profiler: device times are not recorded: {e}", stacklevel=7)
             self._chains = {}
 
-    def _on_op_timed(self, ev) -> None:
+    def _on_op_timed(self, fields: tuple, tensors: tuple) -> None:
         n = len(self._raw)
-        self._on_op(ev)
-        chain = self._chains.get(ev.device)
+        self._on_op(fields, tensors)
+        chain = self._chains.get(fields[7])   # the op's device
         if chain is not None and len(self._raw) > n:   # the op's row is the last one appended
             chain.mark(len(self._raw) - 1)
 
@@ -281,7 +282,7 @@ class Recorder:
                 chain.mark(n)
 
     # ------------------------------------------------------------------ modules
-    def _track_modules(self, ev) -> None:
+    def _track_modules(self, start_ns: int, duration_ns: int) -> None:
         path = STATE.module_path
         opened = self._open
         n = 0
@@ -291,8 +292,8 @@ class Recorder:
             self._close_modules(n)
         for depth in range(n, len(path)):
             name = path[depth]
-            opened.append((name, ev.start_ns, depth))
-        self._last_end = ev.start_ns + ev.duration_ns
+            opened.append((name, start_ns, depth))
+        self._last_end = start_ns + duration_ns
 
     def _close_modules(self, keep: int) -> None:
         while len(self._open) > keep:
