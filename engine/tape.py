@@ -406,7 +406,7 @@ class tape:
 
             def on_fields(fields, tensors):
                 if _get_ident() == tid:
-                    append(_op_raw(fields, tensors, False))
+                    append(_op_raw(fields, tensors, False, _getframe(1)))
 
             def on_raw_step(step):
                 if _get_ident() == tid:
@@ -541,7 +541,8 @@ class tape:
         nodes = self._nodes
         if len(nodes) == self.max_records:
             self._drop_oldest()
-        rec = _op_record(self.dropped + len(nodes), _op_raw(events.op_fields(ev), ev.tensors, self.keep_values))
+        rec = _op_record(self.dropped + len(nodes),
+                         _op_raw(events.op_fields(ev), ev.tensors, self.keep_values, _getframe(1)))
         nodes.append(rec)
         self._by_seq[ev.seq] = rec
         return rec
@@ -566,8 +567,10 @@ class tape:
 # What a record keeps of its event, taken while the event is told (the stack, the running node and the
 # tensors are the event's own), and the record made from it, at once or when a lazy tape is read. Records
 # are made positionally (TapeNode's field order): keyword calls of a 22-field dataclass cost several times more.
-def _op_raw(fields: tuple, tensors: tuple, keep: bool) -> tuple:
-    """An op event's record but its index: (fields, forward_seq, phase, source, refs, value)."""
+def _op_raw(fields: tuple, tensors: tuple, keep: bool, caller) -> tuple:
+    """An op event's record but its index: (fields, forward_seq, phase, source, refs, value). ``caller`` is
+    the handler's caller's frame: the dispatcher's own (``_tell``) when the lazy tape's handler was told
+    directly, so the source walk starts above it without a search; else the walk finds it."""
     running = _RUNNING.nodes   # running_node(), inlined: the backward node running, if any
     if running:
         try:   # Node.tape_seq inlined (a property's frame per op a vjp runs), as _step_raw reads it
@@ -577,7 +580,7 @@ def _op_raw(fields: tuple, tensors: tuple, keep: bool) -> tuple:
         phase, source = "backward", ""
     else:
         forward_seq, phase = None, "forward"
-        source = source_line(_dispatch_caller(_getframe(1)))
+        source = source_line(caller.f_back if caller.f_code is _DISPATCH else _dispatch_caller(caller))
     res = tensors[1] if tensors else None
     value = None
     if keep:
