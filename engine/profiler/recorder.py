@@ -250,9 +250,18 @@ class Recorder:
         if tid != self.thread or not self._room("backward"):
             return
         node = step.node
-        fseq = node.tape_seq
+        try:   # Node.tape_seq and OpNode.name inlined where they are slots (two frames a node), as the tape reads them
+            fseq = node._tape_seq
+        except AttributeError:
+            fseq = None
+        try:
+            name = node.node_name
+        except AttributeError:   # a node of another kind (a tensor-like's ``__torch_function__`` made it)
+            name = None
+        if name is None:
+            name = node.name()
         self.trace.raw.append((
-            node.name(), "backward", step.start_ns, step.duration_ns, tid, "backward",
+            name, "backward", step.start_ns, step.duration_ns, tid, "backward",
             self._seq_module.get(fseq, "") if self.modules else "",
             tuple([g._data.shape if g is not None else () for g in step.grad_outputs]) if self.shapes else (),
             (), "", fseq if fseq is not None else -1, 0, 0, (), 0))
