@@ -77,6 +77,8 @@ from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
 from .distributions.gamma import sample_dirichlet as _sample_dirichlet  # noqa: E402,F401  (torch's sampling primitives)
 from .distributions.gamma import standard_gamma as _standard_gamma  # noqa: E402,F401
+from .distributions.reparam_ops import dirichlet_grad as _dirichlet_grad  # noqa: E402,F401
+from .distributions.reparam_ops import standard_gamma_grad as _standard_gamma_grad  # noqa: E402,F401
 from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._foreach_lerp_, ...)
 from . import func  # noqa: E402  (torch.func: grad, vmap, jacrev, functional_call, ...)
 from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)

@@ -2,21 +2,18 @@
 ``Dirichlet``, ``StudentT``.
 
 Gamma draws are PyTorch's: ATen's Marsaglia-Tsang rejection over its generator's normals and
-uniforms, element by element (``core/cpu_stream.py``). Their gradient in
-the concentration is implicit reparameterisation: for ``x ~ Gamma(a, 1)`` with cdf ``P(a, x)``
-(``igamma``), ``dx/da = -(dP/da) / p(x)``; it is attached to the draw as
-``x + (a - a.detach()) * dx/da``. Beta and Dirichlet draws are normalised gamma draws, so their
-gradients come through the same rule (a valid pathwise gradient, not PyTorch's own Beta/Dirichlet
-formula, so per-sample gradients differ from PyTorch's while their expectations agree)."""
+uniforms, element by element (``core/cpu_stream.py``). Their gradients are PyTorch's too: a draw
+enters the graph through ``reparam_ops``, whose vjps are ATen's ``_standard_gamma_grad`` (Gamma,
+Chi2, StudentT, FisherSnedecor) and ``_dirichlet_grad`` (Dirichlet, and Beta as a Dirichlet's first
+coordinate), approximations of the implicit gradient that per sample differ from the exact one."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from ..autograd.engine import grad as _grad
 from ..base.dtype import finfo
-from ..base.grad_mode import enable_grad, no_grad
+from ..base.grad_mode import no_grad
 from ..core import cpu_stream, creation
 from ..core.random import default_generator
 from ..core.tensor import Size, Tensor
@@ -26,6 +23,7 @@ from ..ops.special import igamma
 from . import constraints
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
+from .reparam_ops import dirichlet_with_grad, gamma_with_grad
 from .utils import broadcast_all
 
 __all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "FisherSnedecor"]
@@ -56,33 +54,17 @@ def _dirichlet_draw(concentration: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _dirichlet_rsample(concentration: Tensor) -> Tensor:
-    """A Dirichlet draw with PyTorch's values; its gradient is the pathwise one of its normalised
-    gamma draws (``standard_gamma``'s rule)."""
+    """A Dirichlet draw with PyTorch's values and its gradient (``torch.distributions``' ``_Dirichlet``)."""
     with no_grad():
-        g, x = _dirichlet_draw(concentration)
-    if not concentration.requires_grad:
-        return x
-    g = g + (concentration - concentration.detach()) * _standard_gamma_grad(concentration, g)
-    pathwise = g / g.sum(-1, keepdim=True)
-    return x + (pathwise - pathwise.detach())
-
-
-def _standard_gamma_grad(alpha: Tensor, x: Tensor) -> Tensor:
-    """``dx/dalpha`` of a standard gamma draw ``x`` by implicit differentiation of its cdf."""
-    with enable_grad():
-        a = alpha.detach().requires_grad_()
-        (dcdf_da,) = _grad(igamma(a, x).sum(), a)
-    log_pdf = xlogy(alpha.detach() - 1, x) - x - alpha.detach().lgamma()
-    return -dcdf_da / log_pdf.exp()
+        x = _dirichlet_draw(concentration)[1]
+    return dirichlet_with_grad(concentration, x) if concentration.requires_grad else x
 
 
 def standard_gamma(alpha: Tensor) -> Tensor:
-    """A ``Gamma(alpha, 1)`` draw per element, differentiable in ``alpha``."""
+    """A ``Gamma(alpha, 1)`` draw per element, differentiable in ``alpha`` (``torch._standard_gamma``)."""
     with no_grad():
         x = _marsaglia_tsang(alpha.detach())
-    if not alpha.requires_grad:
-        return x
-    return x + (alpha - alpha.detach()) * _standard_gamma_grad(alpha, x)
+    return gamma_with_grad(alpha, x) if alpha.requires_grad else x
 
 
 class Gamma(ExponentialFamily):
