@@ -39,24 +39,20 @@ def _marsaglia_tsang(alpha: Tensor) -> Tensor:
 
 
 def sample_dirichlet(concentration: Tensor) -> Tensor:
-    """Dirichlet draws along the last dim, no gradient (``torch._sample_dirichlet``)."""
-    return _dirichlet_draw(concentration)[1]
-
-
-def _dirichlet_draw(concentration: Tensor) -> tuple[Tensor, Tensor]:
-    """PyTorch's Dirichlet draw: gamma draws in double (the concentrations cast up), each at least
-    double's smallest normal, normalised in double; the gammas and the draw, in the input's dtype."""
+    """Dirichlet draws along the last dim, no gradient (``torch._sample_dirichlet``): PyTorch's, gamma
+    draws in double (the concentrations cast up), each at least double's smallest normal, normalised in
+    double, then in the input's dtype and at least its smallest normal (a float32 coordinate below it is
+    that, not 0)."""
     host = concentration.detach().cpu().numpy()
     g = np.maximum(cpu_stream.gamma(default_generator, host.astype(np.float64)), np.finfo(np.float64).tiny)
-    x = g / g.sum(-1, keepdims=True)
-    return tuple(creation.tensor(a.astype(host.dtype), dtype=concentration.dtype, device=concentration.device)
-                 for a in (g, x))
+    x = np.maximum((g / g.sum(-1, keepdims=True)).astype(host.dtype), np.finfo(host.dtype).tiny)
+    return creation.tensor(x, dtype=concentration.dtype, device=concentration.device)
 
 
 def _dirichlet_rsample(concentration: Tensor) -> Tensor:
     """A Dirichlet draw with PyTorch's values and its gradient (``torch.distributions``' ``_Dirichlet``)."""
     with no_grad():
-        x = _dirichlet_draw(concentration)[1]
+        x = sample_dirichlet(concentration)
     return dirichlet_with_grad(concentration, x) if concentration.requires_grad else x
 
 
@@ -248,8 +244,8 @@ class StudentT(Distribution):
     def rsample(self, sample_shape=Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
         x = creation.randn(tuple(shape), dtype=self.df.dtype, device=self.df.device)
-        z = 2 * standard_gamma((0.5 * self.df).expand(*shape))     # a Chi2(df) draw
-        return self.loc + self.scale * x * (z / self.df).rsqrt()
+        z = Chi2(self.df).rsample(sample_shape)
+        return self.loc + self.scale * (x * (z / self.df).rsqrt())   # PyTorch's order of operations
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
@@ -294,10 +290,10 @@ class FisherSnedecor(Distribution):
 
     def rsample(self, sample_shape=Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        x1 = standard_gamma((0.5 * self.df1).expand(*shape)) / self.df1
-        x2 = standard_gamma((0.5 * self.df2).expand(*shape)) / self.df2
+        x1 = Gamma(0.5 * self.df1, 0.5 * self.df1).rsample(sample_shape).view(shape)
+        x2 = Gamma(0.5 * self.df2, 0.5 * self.df2).rsample(sample_shape).view(shape)
         tiny = finfo(x2.dtype).tiny
-        return x1 / x2.clamp(min=tiny)
+        return (x1 / x2.clamp(min=tiny)).clamp(min=tiny)
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
