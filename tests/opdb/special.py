@@ -111,4 +111,13 @@ OPS = [
     values("frexp", lambda m, a: tuple(m.frexp(a)), lambda: [Sample((arr(2, 3) * 10,)),
                                                              Sample((np.array([0.0, 1.0, -3.5, 1e-3]),))]),
     flat("frexp_mantissa_grad_free", lambda m, a: m.frexp(a).mantissa, lambda: [Sample((arr(3),))], grad=False),
+    # ATen's reparameterised gradients of gamma and Beta draws (no derivative in PyTorch): shapes across the
+    # formulas' branches, draws below 0.8, near the shape and far from it
+    values("_standard_gamma_grad", lambda m, a, x: m._standard_gamma_grad(a, x),
+           lambda: [Sample((np.array([0.05, 0.5, 2.0, 2.0, 12.0, 12.0, 30.0, 300.0]),
+                            np.array([0.01, 0.3, 1.5, 6.0, 4.0, 12.5, 29.0, 250.0])))]),
+    values("_dirichlet_grad", lambda m, x, a, t: m._dirichlet_grad(x, a, t),
+           lambda: [Sample((np.array([0.02, 0.3, 0.98, 0.5, 0.45, 0.6, 0.7]),
+                            np.array([0.3, 1.5, 4.0, 20.0, 9.0, 2.0, 0.8]),
+                            np.array([5.0, 4.0, 4.5, 41.0, 20.0, 3.0, 6.0])))]),
 ]
