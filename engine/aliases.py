@@ -121,6 +121,7 @@ class Aliases:
             module = sys.modules[alias] = importlib.import_module(target)
             self.names[module] = module.__name__
             module.__name__ = alias   # pyro asserts ``torch.__name__ == "torch"`` before patching torch.*
+        sys.modules.update(_shadowed(self.prefixes))
         if "torch" in self.prefixes:
             self.class_modules = _classes()
             for cls, own in self.class_modules.items():
@@ -148,6 +149,24 @@ class Aliases:
 
     def __exit__(self, *exc) -> None:
         uninstall_aliases()
+
+
+def _shadowed(prefixes: dict[str, str]) -> dict[str, ModuleType]:
+    """The served names of loaded submodules whose package exposes another object under their name
+    (``torch.nn.parallel.replicate``: the function, over its module). Registered at install, so that
+    importing one finds it in ``sys.modules``: loading it would set the module over the package's attribute."""
+    found = {}
+    for name, module in list(sys.modules.items()):
+        parent, _, child = name.rpartition(".")
+        if not parent or getattr(sys.modules.get(parent), child, module) is module:
+            continue
+        for alias, target in sorted(prefixes.items(), key=lambda item: len(item[1]), reverse=True):
+            if name.startswith(target + "."):
+                served = alias + name[len(target):]
+                if _target(served, prefixes) == name:
+                    found[served] = module
+                break
+    return found
 
 
 def _classes() -> dict[type, str]:
