@@ -134,3 +134,35 @@ def test_beta_vae_steps_follow_torch():
     np.testing.assert_allclose(got_l, want_l, rtol=1e-12)
     for got, want in zip(got_p, want_p):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13)
+
+
+def _second_derivative_error(m, name):
+    m.manual_seed(0)
+    a = m.tensor([[0.5, 2.0, 9.0]], requires_grad=True)
+    d = m.distributions.Gamma(a, 1.0) if name == "Gamma" else m.distributions.Dirichlet(a)
+    (g,) = m.autograd.grad((d.rsample() * m.tensor([1.0, 2.0, 3.0])).sum(), a, create_graph=True)
+    with pytest.raises(Exception) as info:
+        m.autograd.grad(g.sum(), a)
+    return g.detach().numpy(), g.requires_grad, type(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("name", ["Gamma", "Dirichlet"])
+def test_second_derivative_refused_as_torch(name):
+    """Gamma's first derivative requires grad and differentiating it raises PyTorch's NotImplementedError;
+    Dirichlet's backward is once-differentiable: its gradient requires no grad."""
+    want, got = _second_derivative_error(torch, name), _second_derivative_error(tl, name)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[1:] == want[1:]
+
+
+@pytest.mark.parametrize("fn", ["_standard_gamma_grad", "_dirichlet_grad"])
+def test_formula_derivative_refused_as_torch(fn):
+    def error(m):
+        a = m.tensor([0.5, 2.0], requires_grad=True)
+        x = m.tensor([0.3, 0.6])
+        y = m._standard_gamma_grad(a, x) if fn == "_standard_gamma_grad" else m._dirichlet_grad(x, a, a + 1.0)
+        assert y.requires_grad
+        with pytest.raises(Exception) as info:
+            y.sum().backward()
+        return type(info.value), str(info.value)
+    assert error(tl) == error(torch)

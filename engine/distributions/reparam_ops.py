@@ -37,8 +37,17 @@ def _gamma_vjp(g, out, alpha, draw):
 
 
 def _dirichlet_vjp(g, out, concentration, draw):
-    total = concentration.sum(-1, keepdim=True).expand_as(concentration)
-    return apply(_dirichlet_grad, out, concentration, total) * (g - (out * g).sum(-1, keepdim=True)), None
+    # PyTorch's backward is ``once_differentiable``: a constant in the draw and the concentration
+    x, c = out.detach(), concentration.detach()
+    total = c.sum(-1, keepdim=True).expand_as(c)
+    return apply(_dirichlet_grad, x, c, total) * (g - (x * g).sum(-1, keepdim=True)), None
+
+
+def _refused(error: type, message: str):
+    """The vjp of a formula PyTorch gives no derivative: differentiating it raises PyTorch's error."""
+    def vjp(g, out, *inputs):
+        raise error(message)
+    return vjp
 
 
 def _kept_draw(xp, parameter, draw):
@@ -46,9 +55,11 @@ def _kept_draw(xp, parameter, draw):
     return draw
 
 
-# PyTorch gives neither formula a derivative (its double backward raises), so neither has a vjp here
-_gamma_grad = Op("_standard_gamma_grad", _gamma_grad_fwd, elementwise=True)
-_dirichlet_grad = Op("_dirichlet_grad", _dirichlet_grad_fwd, elementwise=True)
+# PyTorch gives neither formula a derivative: its outputs require grad, and differentiating them raises
+_gamma_grad = Op("_standard_gamma_grad", _gamma_grad_fwd, elementwise=True,
+                 vjp=_refused(NotImplementedError, "the derivative for '_standard_gamma_grad' is not implemented."))
+_dirichlet_grad = Op("_dirichlet_grad", _dirichlet_grad_fwd, elementwise=True,
+                     vjp=_refused(RuntimeError, "derivative for aten::_dirichlet_grad is not implemented"))
 _gamma_draw = Op("standard_gamma_draw", _kept_draw, _gamma_vjp, save_output=True, n_kept=1,
                  backward_name="StandardGammaBackward0")
 _dirichlet_draw = Op("dirichlet_draw", _kept_draw, _dirichlet_vjp, save_output=True, n_kept=1,
