@@ -166,3 +166,31 @@ def test_formula_derivative_refused_as_torch(fn):
             y.sum().backward()
         return type(info.value), str(info.value)
     assert error(tl) == error(torch)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gamma_draws_compiled_loop_is_the_python_loop(dtype):
+    """kernels/gamma_draws.py draws what cpu_stream's Python loop draws (shapes 0 and 0.01-1000), and leaves the
+    generator where it leaves it: the same next uniforms and the same cached Box-Muller normal."""
+    from tapelab import kernels
+    from tapelab.core import cpu_stream
+    from tapelab.core.random import default_generator
+    alphas = _log_uniform(np.random.default_rng(3), 0.01, 1000, 2000, dtype)
+    alphas[[7, 400]] = 0.0
+    runs = []
+    old = kernels.enabled()
+    try:
+        for on in (False, True):
+            kernels.set_enabled(on)
+            tl.manual_seed(4)
+            tl.randn(3)                          # an odd count: a cached normal goes in
+            draws = cpu_stream.gamma(default_generator, alphas)
+            runs.append((draws, tl.randn(1).numpy(), tl.rand(5).numpy()))
+    finally:
+        kernels.set_enabled(old)
+    for python_loop, compiled in zip(*runs):
+        np.testing.assert_array_equal(compiled, python_loop)
+    torch.manual_seed(4)
+    torch.randn(3)
+    want = torch._standard_gamma(torch.tensor(alphas)).numpy()       # ATen's draws, at least the dtype's tiny
+    np.testing.assert_array_equal(np.maximum(runs[1][0].astype(dtype), np.finfo(dtype).tiny), want)

@@ -506,6 +506,14 @@ def gamma(gen, alphas: np.ndarray) -> np.ndarray:
     ``sample_gamma``): Marsaglia-Tsang on the one-at-a-time double normals and double uniforms, an
     ``alpha < 1`` boosted by ``(1 - u) ** (1 / alpha)``; the arithmetic ATen does in the input's
     float precision rounded to it. Returns doubles."""
+    if _twister(gen._bits) is not None:   # the same loop compiled (kernels/gamma_draws.py)
+        out = np.empty(alphas.size, np.float64)
+        normal = np.array([gen._normal is not None, gen._normal or 0.0])
+        with gen._bits.lock:
+            kernels.loops("gamma_draws").gamma(gen._bits.key(), alphas.astype(np.float64).ravel(),
+                                               alphas.dtype != np.float64, normal, out)
+        gen._normal = float(normal[1]) if normal[0] else None
+        return out.reshape(alphas.shape)
     to_dtype = _rounding(alphas.dtype)
     return np.array([_gamma_one(gen, a, to_dtype) for a in alphas.ravel().tolist()],
                     np.float64).reshape(alphas.shape)

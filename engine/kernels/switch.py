@@ -55,7 +55,7 @@ def set_native(flag: bool) -> bool:
 def loops(name: str):
     """The loop module ``name`` ("rowwise", "pointwise", "optim", "pool", "winograd", "batchnorm",
     "rnn", "conv", "sgemm", "scatter", "shuffle", "normal", "cascade", "sum_order", "vecnorm",
-    "heapselect", "twister", "libm", "upsample", "vml_call", "regions", "depthwise", "grouped",
+    "heapselect", "twister", "gamma_draws", "libm", "upsample", "vml_call", "regions", "depthwise", "grouped",
     "sparse_rows", "groupnorm"),
     imported when a loop first runs (importing numba costs about half a second), then kept: ``import_module`` cost 1 us a call, 63 calls a ResNet step."""
     module = _LOOPS.get(name)
