@@ -149,9 +149,9 @@ class Beta(ExponentialFamily):
 
     def rsample(self, sample_shape=Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        # PyTorch's: a Dirichlet over (c1, c0), its first coordinate
-        pair = stack([self.concentration1.expand(*shape), self.concentration0.expand(*shape)], -1)
-        return _dirichlet_rsample(pair)[..., 0]
+        # PyTorch's: a Dirichlet over the stacked (c1, c0) expanded, its first coordinate
+        pair = stack([self.concentration1, self.concentration0], -1)
+        return _dirichlet_rsample(pair.expand(*shape, 2))[..., 0]
 
     def _lbeta(self) -> Tensor:
         c1, c0 = self.concentration1, self.concentration0
