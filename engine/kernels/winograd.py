@@ -381,7 +381,7 @@ def weight_taps(x, gy, pt, pl, kh, kw, out, t0, t1):
 # to the host's widest (AVX-512 here; two AVX2 halves elsewhere). Rounding: each output is
 # ``fma(v[t, k], u[k, j], acc)`` for k ascending, whatever the split over threads.
 _ROWS = {1: 16, 2: 8, 3: 5, 4: 4}           # accumulator rows for O = 16, 32, 48, 64
-_HALF_ROWS = 8   # O = 8 (a grouped convolution's group, ``kernels/grouped.py``): 8-float vectors, 8 rows
+_HALF_ROWS = 8   # O = 8 or 4 (a grouped convolution's group, ``kernels/grouped.py``): 8- or 4-float vectors, 8 rows
 
 
 def _tile_kernel(nv: int, accumulate: bool, lanes: int = 16):
@@ -437,6 +437,7 @@ def _tile_kernel(nv: int, accumulate: bool, lanes: int = 16):
 _TILE1, _TILE2, _TILE3, _TILE4 = (_tile_kernel(nv, False) for nv in (1, 2, 3, 4))
 _ADD1, _ADD2, _ADD3, _ADD4 = (_tile_kernel(nv, True) for nv in (1, 2, 3, 4))
 _TILE_HALF, _ADD_HALF = _tile_kernel(1, False, 8), _tile_kernel(1, True, 8)
+_TILE_QUARTER, _ADD_QUARTER = _tile_kernel(1, False, 4), _tile_kernel(1, True, 4)
 
 
 @njit(**_JIT, fastmath={"contract"})
@@ -471,14 +472,16 @@ def tap_gemm(v, u, out, p0, p1):
 @njit(**_JIT, inline="always")
 def _taps(v, u, out, p0, p1, accumulate):
     """``tap_gemm``, or with ``accumulate`` ``out += v @ u`` (the accumulators continued from ``out``);
-    O may also be 8 (``_HALF_ROWS`` rows of 8-float vectors)."""
+    O may also be 8 or 4 (``_HALF_ROWS`` rows of 8- or 4-float vectors)."""
     nv = u.shape[2] // 16
     rows = _HALF_ROWS if nv == 0 else 16 if nv == 1 else 8 if nv == 2 else 5 if nv == 3 else 4
     full = v.shape[1] - v.shape[1] % rows
     for p in range(p0, p1):
         vp, up, op = v[p], u[p], out[p]
         for t in range(0, full, rows):
-            if nv == 0:
+            if nv == 0 and u.shape[2] == 4:
+                _ADD_QUARTER(vp, up, op, t) if accumulate else _TILE_QUARTER(vp, up, op, t)
+            elif nv == 0:
                 _ADD_HALF(vp, up, op, t) if accumulate else _TILE_HALF(vp, up, op, t)
             elif nv == 1:
                 _ADD1(vp, up, op, t) if accumulate else _TILE1(vp, up, op, t)

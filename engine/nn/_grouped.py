@@ -11,7 +11,7 @@ from .. import kernels
 
 __all__ = ["fits", "forward", "input_grad", "weight_grad"]
 
-_LANES = (8, 16, 32, 48, 64)   # the vector widths of the per-tap GEMMs (``kernels/winograd.py`` ``_taps``)
+_LANES = (4, 8, 16, 32, 48, 64)   # the vector widths of the per-tap GEMMs (``kernels/winograd.py`` ``_taps``)
 
 
 def fits(xp, a, w, stride, pads, dilation, groups, lanes: int) -> bool:
@@ -89,16 +89,23 @@ def input_grad(gy, w, flipped_pads, dilation, groups):
 def weight_grad(x, gy, kernel, pads, dilation, groups):
     """The weight gradient ``(O, C/G, kh, kw)``, or None where it is not finite (the grid's dropped columns
     met a NaN or inf: the caller sums real products only)."""
+    # 4 input channels a group: two groups a product (8-float vectors, 8 rows), their diagonal blocks kept
+    # (each gradient element sums only its own channels' products: the same floats as one group a product)
+    pair = x.shape[1] // groups == 4 and groups % 2 == 0
+    parts = groups // 2 if pair else groups
     reach = _reach(kernel, dilation)
-    grid, (hp, wp) = _grid(x, groups, pads, reach)
+    grid, (hp, wp) = _grid(x, parts, pads, reach)
     n, o, oh, ow = gy.shape
-    rows = np.zeros((groups, n, hp, wp, o // groups), gy.dtype)
-    rows[:, :, :oh, :ow] = gy.reshape(n, groups, o // groups, oh, ow).transpose(1, 0, 3, 4, 2)
+    rows = np.zeros((parts, n, hp, wp, o // parts), gy.dtype)
+    rows[:, :, :oh, :ow] = gy.reshape(n, parts, o // parts, oh, ow).transpose(1, 0, 3, 4, 2)
     offsets = _offsets(kernel, dilation, wp)
-    out = np.empty((groups, offsets.size, o // groups, grid.shape[2]), x.dtype)
-    rows = rows.reshape(groups, n * hp * wp, -1)
-    kernels.parallel_ranges(kernels.loops("grouped").weight_grad, groups * offsets.size, rows.size * grid.shape[2],
+    out = np.empty((parts, offsets.size, o // parts, grid.shape[2]), x.dtype)
+    rows = rows.reshape(parts, n * hp * wp, -1)
+    kernels.parallel_ranges(kernels.loops("grouped").weight_grad, parts * offsets.size, rows.size * grid.shape[2],
                             lambda first, lo, hi: (grid, rows, offsets, out, lo, hi), shared=True)
+    if pair:
+        blocks = out.reshape(parts, offsets.size, 2, o // groups, 2, 4)
+        out = np.stack([blocks[:, :, 0, :, 0], blocks[:, :, 1, :, 1]], 1).reshape(groups, offsets.size, o // groups, 4)
     if not np.isfinite(out).all():
         return None
     gw = out.reshape(groups, kernel[0], kernel[1], o // groups, -1).transpose(0, 3, 4, 1, 2)
