@@ -321,7 +321,7 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
         return _winograd.add_bias(_per_group(_conv_fwd, xp, x, w, 0, 1, groups, stride=stride, pads=pads,
                                              dilation=dilation), bias)
     if _grouped.fits(xp, x, w, stride, pads, dilation, groups, o // groups):
-        return _winograd.add_bias(_grouped.forward(x, w, pads, dilation, groups), bias)
+        return _winograd.add_bias(_grouped.forward(x, w, stride, pads, dilation, groups), bias)
     if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
         return _winograd.conv3x3(xp, x, w, pads, bias)
     if _few_channels_direct(xp, x, w, stride, pads, dilation, groups):
@@ -444,9 +444,10 @@ def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
     if _group_by_group("forward", xp, y, kernel, stride, pads, dilation, groups, w.shape[1] * groups):
         return _per_group(_conv_t_fwd, xp, y, w, 0, 1, groups, stride=stride, pads=pads, dilation=dilation,
                           in_size=in_size)
-    flipped = _grouped.input_grad_pads(y, kernel, pads, dilation, in_size)
-    if flipped is not None and _grouped.fits(xp, y, w, stride, pads, dilation, groups, w.shape[1]):
-        return _grouped.input_grad(y, w, flipped, dilation, groups)
+    if _grouped.fits(xp, y, w, stride, pads, dilation, groups, w.shape[1]):
+        gx = _grouped.input_grad(y, w, stride, pads, dilation, groups, tuple(in_size))
+        if gx is not None:
+            return gx
     reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
     if groups == 1 and all(s == 1 for s in stride):
         flipped_pads = _flipped_pads(xp, y, w, pads, dilation, in_size)
@@ -537,9 +538,9 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if _group_by_group("weight", xp, x, kernel, stride, pads, dilation, groups, o):
         return _per_group(_conv_w_fwd, xp, x, gy, 1, 0, groups, stride=stride, pads=pads, dilation=dilation,
                           kernel=kernel)
-    if _grouped.fits(xp, gy, x, stride, pads, dilation, groups, x.shape[1] // groups) and x.ndim == 4 \
+    if _grouped.fits(xp, x, gy, stride, pads, dilation, groups, o // groups) and type(gy) is np.ndarray \
             and tuple(gy.shape[2:]) == _out_size(x.shape[2:], kernel, stride, pads, dilation):
-        gw = _grouped.weight_grad(x, gy, kernel, pads, dilation, groups)
+        gw = _grouped.weight_grad(x, np.ascontiguousarray(gy), tuple(kernel), stride, pads, dilation, groups)
         if gw is not None:
             return gw
     if _by_taps(xp, x, gy, kernel, stride, pads, dilation, groups):
