@@ -80,7 +80,8 @@ class _Grid:
 
 
 def _convolve(a, u, kernel, stride, pads, dilation, groups):
-    """``a (N, G * C/G, H, W)`` convolved with the per-tap weights ``u (G, kh, kw * C/G, O/G)``."""
+    """``a (N, G * C/G, H, W)`` convolved with the per-tap weights ``u (G, kh, kw * C/G, O/G)``: ``(N, G, O/G,
+    OH, OW)``, a view of the product's rows (the caller copies it where it goes)."""
     grid = _Grid(a, groups, kernel, stride, pads, dilation)
     n, og = a.shape[0], u.shape[3]
     out = np.empty((groups, n, grid.rows, og), a.dtype)
@@ -88,20 +89,25 @@ def _convolve(a, u, kernel, stride, pads, dilation, groups):
     kernels.parallel_ranges(kernels.loops("grouped").forward, n * grid.rows, out.size * u.shape[1] * u.shape[2],
                             lambda first, lo, hi: (windows, u, out, lo, hi), shared=True)
     y = out[:, :, :grid.oh * grid.wq].reshape(groups, n, grid.oh, grid.wq, og)[:, :, :, :grid.ow]
-    return np.ascontiguousarray(y.transpose(1, 0, 4, 2, 3)).reshape(n, groups * og, grid.oh, grid.ow)
+    return y.transpose(1, 0, 4, 2, 3)
+
+
+def _joined(y):
+    """``_convolve``'s ``(N, G, O/G, OH, OW)`` as a C-contiguous ``(N, O, OH, OW)``."""
+    return np.ascontiguousarray(y).reshape(y.shape[0], -1, *y.shape[3:])
 
 
 def forward(x, w, stride, pads, dilation, groups):
     """The convolution of ``x`` with ``w (O, C/G, kh, kw)`` (no bias)."""
     g, (o, cg), kernel = groups, w.shape[:2], w.shape[2:]
     u = w.reshape(g, o // g, cg, kernel[0], -1).transpose(0, 3, 4, 2, 1)
-    return _convolve(x, np.ascontiguousarray(u).reshape(g, kernel[0], -1, o // g), kernel, stride, pads, dilation,
-                     groups)
+    return _joined(_convolve(x, np.ascontiguousarray(u).reshape(g, kernel[0], -1, o // g), kernel, stride, pads,
+                             dilation, groups))
 
 
 def _flipped_forward(gy, w, pads, dilation, groups):
     """``gy`` padded by ``pads`` convolved at stride 1 with each group's kernel flipped, in and out channels
-    swapped."""
+    swapped: ``_convolve``'s view."""
     g, (o, cg), kernel = groups, w.shape[:2], w.shape[2:]
     u = w[:, :, ::-1, ::-1].reshape(g, o // g, cg, kernel[0], -1).transpose(0, 3, 4, 1, 2)
     return _convolve(gy, np.ascontiguousarray(u).reshape(g, kernel[0], -1, cg), kernel, (1, 1), pads, dilation,
@@ -117,10 +123,11 @@ def input_grad(gy, w, stride, pads, dilation, groups, in_size):
     if tuple(stride) == (1, 1):
         if all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
                for (lo, hi), r, e, i in zip(pads, reach, gy.shape[2:], in_size)):
-            return _flipped_forward(gy, w, tuple((r - lo, r - hi) for (lo, hi), r in zip(pads, reach)), dilation,
-                                    groups)
+            return _joined(_flipped_forward(gy, w, tuple((r - lo, r - hi) for (lo, hi), r in zip(pads, reach)),
+                                            dilation, groups))
         return None
-    gx = np.zeros((gy.shape[0], w.shape[1] * groups) + tuple(in_size), gy.dtype)
+    every_phase = all(s <= k for s, k in zip(stride, kernel))   # else the phases past the kernel stay zero
+    gx = (np.empty if every_phase else np.zeros)((gy.shape[0], w.shape[1] * groups) + tuple(in_size), gy.dtype)
     padded = [i + lo + hi for i, (lo, hi) in zip(in_size, pads)]
     for bh in range(min(stride[0], kernel[0])):
         for bw in range(min(stride[1], kernel[1])):
@@ -131,7 +138,8 @@ def input_grad(gy, w, stride, pads, dilation, groups, in_size):
             starts = [(b - lo) % s for b, (lo, _), s in zip((bh, bw), pads, stride)]   # first input row / column
             at = [(f + lo - b) // s for f, (lo, _), b, s in zip(starts, pads, (bh, bw), stride)]
             dst = gx[:, :, starts[0]::stride[0], starts[1]::stride[1]]
-            dst[...] = part[:, :, at[0]:at[0] + dst.shape[2], at[1]:at[1] + dst.shape[3]]
+            dst.reshape(part.shape[:3] + dst.shape[2:])[...] = part[..., at[0]:at[0] + dst.shape[2],
+                                                                    at[1]:at[1] + dst.shape[3]]
     return gx
 
 
