@@ -27,6 +27,28 @@ def fits(xp, a, w, stride, pads, dilation, groups, lanes: int) -> bool:
             and kernels.use(xp, w) and type(a) is np.ndarray and a.dtype == w.dtype)
 
 
+def _fill(body, src, pt, pl, lo, hi):
+    """Images ``lo:hi`` of ``src (N, G, C/G, H, W)`` into the grid's ``body (G, N, phases, hps, wg, C/G)`` at
+    row ``pt``, column ``pl`` of the padded input (numpy's copies: images over the threads)."""
+    phases, (h, w) = body.shape[2], src.shape[3:]
+    for b in range(phases):
+        first = (b - pt) % phases   # the first input row in phase b
+        if first < h:
+            at = (first + pt - b) // phases
+            rows = src[lo:hi, :, :, first::phases]
+            body[:, lo:hi, b, at:at + rows.shape[3], pl:pl + w] = rows.transpose(1, 0, 3, 4, 2)
+
+
+def _copy(dst, src, lo, hi):
+    """``dst[lo:hi] = src[lo:hi]`` (images over the threads: ``_copy_images``)."""
+    dst[lo:hi] = src[lo:hi]
+
+
+def _copy_images(dst, src) -> None:
+    """``dst[...] = src``, both images first, the images split over the threads."""
+    kernels.parallel_ranges(_copy, dst.shape[0], dst.size, lambda first, lo, hi: (dst, src, lo, hi))
+
+
 class _Grid:
     """``a (N, C, H, W)`` zero-padded, channels last per group, the padded rows dealt into ``stride[0]`` phases
     (row ``i`` of phase ``b``: padded row ``stride[0] * i + b``), each image ``(phases, hps, wg, C/G)`` with
@@ -47,13 +69,8 @@ class _Grid:
         last = max(self._base(ki) for ki in range(kernel[0])) + ((self.rows - 1) * sw + kernel[1]) * self.cg
         self.data = np.zeros((groups, n * self.image + max(0, last - self.image)), a.dtype)
         body = self.data[:, :n * self.image].reshape(groups, n, sh, self.hps, wg, self.cg)
-        src = a.reshape(n, groups, self.cg, h, w)
-        for b in range(sh):
-            first = (b - pt) % sh   # the first input row in phase b
-            if first < h:
-                at = (first + pt - b) // sh
-                rows = src[:, :, :, first::sh]
-                body[:, :, b, at:at + rows.shape[3], pl:pl + w] = rows.transpose(1, 0, 3, 4, 2)
+        kernels.parallel_ranges(_fill, n, a.size, lambda first, lo, hi: (
+            body, a.reshape(n, groups, self.cg, h, w), pt, pl, lo, hi))
 
     def _base(self, ki):
         """Kernel row ``ki``'s offset in an image: its phase's start plus its rows within the phase."""
@@ -94,7 +111,9 @@ def _convolve(a, u, kernel, stride, pads, dilation, groups):
 
 def _joined(y):
     """``_convolve``'s ``(N, G, O/G, OH, OW)`` as a C-contiguous ``(N, O, OH, OW)``."""
-    return np.ascontiguousarray(y).reshape(y.shape[0], -1, *y.shape[3:])
+    out = np.empty(y.shape, y.dtype)
+    _copy_images(out, y)
+    return out.reshape(y.shape[0], -1, *y.shape[3:])
 
 
 def forward(x, w, stride, pads, dilation, groups):
@@ -133,13 +152,13 @@ def input_grad(gy, w, stride, pads, dilation, groups, in_size):
         for bw in range(min(stride[1], kernel[1])):
             sub = w[:, :, bh::stride[0], bw::stride[1]]
             rows = [-(-(p - b) // s) for p, b, s in zip(padded, (bh, bw), stride)]   # the phase's padded size
-            part = _flipped_forward(gy, sub, tuple((k - 1, r - e) for k, r, e in zip(sub.shape[2:], rows, gy.shape[2:])),
-                                    (1, 1), groups)
+            sub_pads = tuple((k - 1, r - e) for k, r, e in zip(sub.shape[2:], rows, gy.shape[2:]))
+            part = _flipped_forward(gy, sub, sub_pads, (1, 1), groups)
             starts = [(b - lo) % s for b, (lo, _), s in zip((bh, bw), pads, stride)]   # first input row / column
             at = [(f + lo - b) // s for f, (lo, _), b, s in zip(starts, pads, (bh, bw), stride)]
             dst = gx[:, :, starts[0]::stride[0], starts[1]::stride[1]]
-            dst.reshape(part.shape[:3] + dst.shape[2:])[...] = part[..., at[0]:at[0] + dst.shape[2],
-                                                                    at[1]:at[1] + dst.shape[3]]
+            _copy_images(dst.reshape(part.shape[:3] + dst.shape[2:]),
+                         part[..., at[0]:at[0] + dst.shape[2], at[1]:at[1] + dst.shape[3]])
     return gx
 
 
@@ -153,7 +172,8 @@ def weight_grad(x, gy, kernel, stride, pads, dilation, groups):
     parts = groups // 2 if pair else groups
     grid = _Grid(x, parts, kernel, stride, pads, dilation)
     rows = np.zeros((parts, n, grid.oh, grid.wq, o // parts), gy.dtype)
-    rows[:, :, :, :ow] = gy.reshape(n, parts, o // parts, oh, ow).transpose(1, 0, 3, 4, 2)
+    _copy_images(rows[:, :, :, :ow].transpose(1, 0, 2, 3, 4),
+                 gy.reshape(n, parts, o // parts, oh, ow).transpose(0, 1, 3, 4, 2))
     rows = rows.reshape(parts, n, -1, o // parts)
     taps = kernel[0] * kernel[1]
     out = np.empty((parts, taps, grid.cg, o // parts), x.dtype)
