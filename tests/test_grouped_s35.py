@@ -141,3 +141,31 @@ def test_dilated_strided_convolutions_are_left_to_im2col_and_match_torch(threads
     gy = rng.standard_normal(tuple(shape)).astype(np.float32)
     for a, e in zip(_run(tapelab, x, w, b, gy, np.float32, **kw), _run(torch, x, w, b, gy, np.float64, **kw)):
         np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-6 * float(np.abs(e).max()))
+
+
+@pytest.mark.parametrize("case", [(4, 64, 12, 8, 2), (2, 152, 9, 19, 2), (2, 128, 10, 8, 2), (2, 128, 9, 32, 1),
+                                  (2, 128, 9, 32, 2)], ids=str)
+def test_forwards_and_strided_weight_gradients_are_torchs_floats(case):
+    """Each output sums a kernel row's taps then its channels, one fused multiply-add each, as torch's cpu
+    kernel does here (one thread, this host): the forward at group widths 4, 8, 16 (strides 1 and 2) and the
+    weight gradient at widths 8 and 16, stride 2 (the input gradient differs from torch's by rounding)."""
+    n, c, size, g, s = case
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32)
+    w = rng.standard_normal((c, c // g, 3, 3)).astype(np.float32)
+    kw = dict(stride=s, padding=1, groups=g)
+    with torch.no_grad():
+        shape = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **kw).shape
+    gy = rng.standard_normal(tuple(shape)).astype(np.float32)
+    kernels.set_enabled(True)
+    before = tapelab.get_num_threads(), torch.get_num_threads()
+    tapelab.set_num_threads(1)
+    torch.set_num_threads(1)
+    try:
+        got, want = (_run(lib, x, w, np.zeros(c, np.float32), gy, np.float32, **kw) for lib in (tapelab, torch))
+    finally:
+        tapelab.set_num_threads(before[0])
+        torch.set_num_threads(before[1])
+    np.testing.assert_array_equal(got[0], want[0])
+    if c // g >= 8:
+        np.testing.assert_array_equal(got[2], want[2])
