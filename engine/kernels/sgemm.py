@@ -229,15 +229,15 @@ def _sgemm_part(a, b, c, part, parts):
     else:
         p_lo, p_hi = panels * part // parts, panels * (part + 1) // parts
     edge_in_place = b.shape[1] >= panels * NR
-    bedge = np.zeros(0 if edge_in_place or n == full_n * NR or p_hi < panels else k_len * NR, np.float32)
-    for k in range(bedge.size // NR):
+    bedge = np.zeros((0 if edge_in_place or n == full_n * NR or p_hi < panels else k_len, NR), np.float32)
+    for k in range(bedge.shape[0]):
         for j in range(n - full_n * NR):
-            bedge[k * NR + j] = b[k, full_n * NR + j]
-    aedge = np.zeros(mr * k_len if full_m < m and b_hi == row_blocks else 0, np.float32)   # row-major, mr x K
+            bedge[k, j] = b[k, full_n * NR + j]
+    aedge = np.zeros((mr if full_m < m and b_hi == row_blocks else 0, k_len), np.float32)   # row-major, mr x K
     for r in range(m - full_m if aedge.size else 0):
         for k in range(k_len):
-            aedge[r * k_len + k] = a[full_m + r, k]
-    tile = np.empty(_MAX_MR * NR, np.float32)
+            aedge[r, k] = a[full_m + r, k]
+    tile = np.empty((_MAX_MR, NR), np.float32)
     for k0 in range(0, k_len, KC):
         kc = min(KC, k_len - k0)
         add = 1 if k0 > 0 else 0
@@ -246,38 +246,40 @@ def _sgemm_part(a, b, c, part, parts):
                 ao = i0 * lda + k0 if a_rows else k0 * lda + i0
                 for p in range(g, min(p_hi, g + NC)):
                     j0 = p * NR
-                    if p < full_n or edge_in_place:
-                        _panel(mr, a_rows, a, ao, lda, aedge, b, k0 * ldb + j0, ldb, c, tile, i0, j0, k0, kc, add,
-                               i0 < full_m and p < full_n)
-                    else:
-                        _panel(mr, a_rows, a, ao, lda, aedge, bedge, k0 * NR, NR, c, tile, i0, j0, k0, kc, add,
-                               False)
+                    panel, bo, ldp = b, k0 * ldb + j0, ldb
+                    if p >= full_n and not edge_in_place:    # the edge panel, from its zero-padded copy
+                        panel, bo, ldp = bedge, k0 * NR, NR
+                    _panel(mr, a_rows, a, ao, lda, aedge, panel, bo, ldp, c, tile, i0, j0, k0, kc, add,
+                           i0 < full_m and p < full_n)
 
 
 @njit(**_JIT, inline="always")
 def _panel(mr, a_rows, a, ao, lda, aedge, b, bo, ldb, c, tile, i0, j0, k0, kc, add, whole):
     """One micro-kernel call for output block ``(i0, j0)``: into ``c`` when the block is whole,
-    else into ``tile`` (from ``aedge`` for the edge rows) and its valid part copied out."""
+    else into ``tile`` (from ``aedge``, ``mr x K``, for the edge rows) and its valid part copied
+    out. One call site each of ``_block`` and ``_half_block``, the operands chosen before it: each
+    site is eight micro-kernels' code, which numba and LLVM compile once per site (five sites, in
+    two inlined copies of this body, took ~5 s to compile; bench/README.md, issue 17, session 35)."""
     m, n = c.shape
     ldc = c.strides[0] // 4
-    if whole:
-        _block(mr, a_rows, a, ao, lda, b, bo, ldb, c, i0 * ldc + j0, ldc, kc, add)
-        return
-    half = n - j0 <= NR // 2                # an edge panel of at most 16 columns: half the FMAs
-    if i0 + mr <= m and half:
-        _half_block(mr, a_rows, a, ao, lda, b, bo, ldb, tile, 0, NR, kc, 0)
-    elif i0 + mr <= m:
-        _block(mr, a_rows, a, ao, lda, b, bo, ldb, tile, 0, NR, kc, 0)
-    elif half:
-        _half_block(mr, True, aedge, k0, aedge.size // mr, b, bo, ldb, tile, 0, NR, kc, 0)
+    src, so, lds, rows = a, ao, lda, a_rows
+    if i0 + mr > m:                         # the edge rows, from their zero-padded copy
+        src, so, lds, rows = aedge, k0, aedge.strides[0] // 4, True
+    dst, co, ldd, into = c, i0 * ldc + j0, ldc, add
+    if not whole:
+        dst, co, ldd, into = tile, 0, NR, 0
+    if n - j0 <= NR // 2:                   # an edge panel of at most 16 columns: half the FMAs
+        _half_block(mr, rows, src, so, lds, b, bo, ldb, dst, co, ldd, kc, into)
     else:
-        _block(mr, True, aedge, k0, aedge.size // mr, b, bo, ldb, tile, 0, NR, kc, 0)
+        _block(mr, rows, src, so, lds, b, bo, ldb, dst, co, ldd, kc, into)
+    if whole:
+        return
     for r in range(min(mr, m - i0)):
         for j in range(min(NR, n - j0)):
             if add:
-                c[i0 + r, j0 + j] += tile[r * NR + j]
+                c[i0 + r, j0 + j] += tile[r, j]
             else:
-                c[i0 + r, j0 + j] = tile[r * NR + j]
+                c[i0 + r, j0 + j] = tile[r, j]
 
 
 @njit(**_JIT)
