@@ -314,11 +314,14 @@ def weight_f43(x, gy, pt, pl, out, t0, t1):
     q = np.empty((16, th * tw * o), x.dtype)
     dm = np.empty((36, th * tw * o), x.dtype)
     tmp = np.empty((24, 1024), x.dtype)
-    dmt = dm.reshape(36, th * tw, o).transpose(0, 2, 1)
+    dm3 = dm.reshape(36, th * tw, o)
     for b in range(x.shape[0]):
         _transform_f43(x, b, pt, pl, p, cw, v.reshape(6, 6, 1, th, tw * c), 0)
         _grad_f43(gy, b, q, dm, 0, tmp)
-        _taps(dmt, v, out, t0, t1, True)
+        for tap in range(t0, t1):
+            # each tap's (O, tiles) view as a 2-D ``.T``: a 3-D ``transpose(0, 2, 1)`` compiles numba's
+            # general permutation (sets, fancy indexing), 1/3 of this kernel's compile
+            _taps(np.expand_dims(dm3[tap].T, 0), v[tap:tap + 1], out[tap:tap + 1], 0, 1, True)
 
 
 @njit(**_JIT, parallel=True)
