@@ -1003,9 +1003,14 @@ def _ce_bwd_fwd(xp, g, x, t, *w, cdim, saved=False, **p):
         gs = (xp.ascontiguousarray(g, x.dtype) if reduction == "none" else   # (add.reduce: wt.sum()'s sum
               xp.full(t.shape[0], g / xp.add.reduce(wt) if reduction == "mean" else g, x.dtype))   # without its wrapper)
         out = xp.empty_like(x)
+        ignore, smooth, w_sum = _ce_loop_params(x, wc, p)
+        if smooth:
+            kernels.parallel(kernels.loops("rowwise").smoothed_cross_entropy_backward, 5, x, t, wt, gs, out, wc,
+                             ignore, smooth, w_sum)
+            return out
         known = lse is not None
         kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 6, x, t, wt, gs, out,
-                         lse if known else xp.empty(t.shape[0], x.dtype), wc, *_ce_loop_params(x, wc, p), known,
+                         lse if known else xp.empty(t.shape[0], x.dtype), wc, ignore, known,
                          kernels.loops("pointwise").aten_lanes())
         return out
     rows = _plain_rows(xp, x, t, w, cdim, p)
