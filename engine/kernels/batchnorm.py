@@ -561,20 +561,25 @@ def backward(g, x, w, eps: float, gx, gw, gb, mean=None, invstd=None) -> None:
     layer has none), from the forward's ``mean`` and ``invstd`` when given (as ATen's backward reads
     its saved ones), else recomputed (the same floats)."""
     c = x.shape[1]
-    have = mean is not None
-    if not have:
+    if mean is None:
         mean, invstd = np.empty(c, F), np.empty(c, F)
-    none = np.empty(0, F)
-    parallel_ranges(_backward, c, x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, mean, invstd, none, have,
-                                                                 threads(), lo, hi), True)
+        parallel_ranges(_stats_only, c, x.size, lambda first, lo, hi: (x, eps, mean, invstd, threads(), lo, hi), True)
+    parallel_ranges(_backward, c, x.size, lambda first, lo, hi: (g, x, w, gx, gw, gb, mean, invstd, threads(), lo, hi),
+                    True)
 
 
 @njit(**_JIT)
-def _backward(g, x, w, eps, gx, gw, gb, mean, invstd, none, have, nthreads, c0, c1):
+def _stats_only(x, eps, mean, invstd, nthreads, c0, c1):
+    """``_stats``' mean and invstd of channels ``c0:c1`` for a backward not given the forward's: a
+    kernel of its own, so that ``_backward`` does not link ``_stats`` and compile it again inside itself."""
+    none = np.empty(0, F)
+    _stats(x, eps, c0, c1, nthreads, mean, invstd, none, none)
+
+
+@njit(**_JIT)
+def _backward(g, x, w, gx, gw, gb, mean, invstd, nthreads, c0, c1):
     n, channels, length = x.shape
     m = n * length
-    if not have:
-        _stats(x, eps, c0, c1, nthreads, mean, invstd, none, none)
     gsum = np.empty(channels, D)
     dotp = np.empty(channels, D)
     if length == 1:
