@@ -23,7 +23,7 @@ from .fastmath import (erf_aten, exp_sleef_u10, expm1_sleef_u10, fma, gelu16_one
                        gelu_onednn_avx512, log1p_sleef_core, log_sleef_u10, pow_sleef_u10, select,
                        tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "softplus", "softplus_backward", "elu", "elu_backward", "mish", "mish_backward", "log_sigmoid", "log_sigmoid_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_onednn", "gelu_backward", "gelu_backward_onednn", "softplus", "softplus_backward", "elu", "elu_backward", "mish", "mish_backward", "log_sigmoid", "log_sigmoid_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign", "pow_number", "log1p", "expm1"]
 
 F = np.float32
@@ -151,18 +151,22 @@ def _gelu(x, out, params, exact):
 
 @njit(**_JIT)
 def gelu(x, out, tanh, mode, block, run):
-    """``x/2 (1 + erf(x/sqrt 2))``, or with ``tanh`` ``x/2 (1 + tanh(k (x + c x^3)))``."""
-    n = x.shape[0]
-    if not tanh and mode == 1:          # oneDNN's AVX512 gelu: 16 at a time by its permutes, then the rest
-        m = n - n % 16
-        for i in range(0, m, 16):
-            gelu16_onednn_avx512(x, out, i)
-        _gelu(x[m:], out[m:], (tanh, mode), True)
-        return
-    if not tanh and mode != 0:
-        _gelu(x, out, (tanh, mode), True)
-        return
+    """``x/2 (1 + erf(x/sqrt 2))``, or with ``tanh`` ``x/2 (1 + tanh(k (x + c x^3)))``, as ATen's own loop
+    (``mode`` 0, or ``tanh``); oneDNN's erf form is ``gelu_onednn``."""
     _aten_rows(_gelu, (tanh, mode), x, out, block, run)
+
+
+@njit(**_JIT)
+def gelu_onednn(x, out, tanh, mode, block, run):
+    """``gelu``'s erf form as oneDNN's kernel (``mode`` 1: AVX512, 16 at a time by its permutes, then the
+    rest; 2: AVX2), ``tanh`` False; ``block`` and ``run`` are ``aten_map``'s, unused. A loop of its own (the
+    caller picks it): ATen's loop's scalar tail (``_gelu`` with ``exact`` False) then compiles only where a
+    model takes that loop (1 s of a fresh first step)."""
+    n = x.shape[0]
+    m = n - n % 16 if mode == 1 else 0
+    for i in range(0, m, 16):
+        gelu16_onednn_avx512(x, out, i)
+    _gelu(x[m:], out[m:], (tanh, mode), True)
 
 
 @njit(**_JIT)
@@ -187,14 +191,18 @@ def gelu_backward(g, x, out, tanh, mode, block, run):
     """``g gelu'(x)``: ``Phi(x) + x phi(x)``, or for tanh ``(1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)``
     (``mode`` as ``gelu``'s; oneDNN's backward is the same on every ISA)."""
     n = x.shape[0]
-    if not tanh and mode != 0:
-        _gelu_backward(g, x, out, tanh, mode, True)
-        return
     for start in range(0, n, run):
         end = min(start + run, n)
         m = end - (end - start) % block
         _gelu_backward(g[start:m], x[start:m], out[start:m], tanh, mode, True)
         _gelu_backward(g[m:end], x[m:end], out[m:end], tanh, mode, False)
+
+
+@njit(**_JIT)
+def gelu_backward_onednn(g, x, out, tanh, mode, block, run):
+    """``gelu_backward`` of the erf form where ``gelu_onednn`` runs the forward (the caller picks it; ``block``
+    and ``run`` unused)."""
+    _gelu_backward(g, x, out, tanh, mode, True)
 
 
 # softplus and elu (ATen's ``softplus_kernel``/``elu_kernel`` and their backwards): ``cpu_kernel_vec``

@@ -716,7 +716,8 @@ def _gelu_fwd(xp, x, *, approximate):
         return in_opmath(_gelu_fwd, xp, x, approximate=approximate)
     if _aten_loop(xp, x):
         loops = kernels.loops("pointwise")
-        return loops.aten_map(loops.gelu, (x,), (approximate == "tanh", loops.gelu_mode(x)))
+        tanh, mode = approximate == "tanh", loops.gelu_mode(x)
+        return loops.aten_map(loops.gelu if tanh or not mode else loops.gelu_onednn, (x,), (tanh, mode))
     if approximate == "tanh":
         inner = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
         return x * 0.5 * (inner + 1.0)
@@ -759,7 +760,9 @@ def _gelu_bwd_fwd(xp, g, x, *, approximate):
         return in_float32(_gelu_bwd_fwd, xp, g, x, approximate=approximate)
     if _aten_loop(xp, g, x):
         loops = kernels.loops("pointwise")
-        return loops.aten_map(loops.gelu_backward, (g, x), (approximate == "tanh", loops.gelu_mode(x, g)))
+        tanh, mode = approximate == "tanh", loops.gelu_mode(x, g)
+        return loops.aten_map(loops.gelu_backward if tanh or not mode else loops.gelu_backward_onednn, (g, x),
+                              (tanh, mode))
     return g * _gelu_grad(xp, x, approximate)
 
 
