@@ -107,7 +107,8 @@ def test_nan_and_inf_reach_only_the_taps_that_meet_them(bad, threads):
 
 @pytest.mark.parametrize("kw", [dict(groups=2, padding=1, dilation=(1, 2)), dict(groups=2, padding=1, stride=2),
                                 dict(groups=8, padding=1)], ids=["width-dilated", "stride-2", "width-2"])
-def test_shapes_left_to_im2col_still_match_torch(kw, threads):
+def test_other_grouped_shapes_match_torch(kw, threads):
+    """Dilated and width-2 groups (im2col's) and stride 2 (the grouped path's since session 35)."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 16, 7, 8)).astype(np.float32)
     w = rng.standard_normal((16, 16 // kw["groups"], 3, 3)).astype(np.float32)
