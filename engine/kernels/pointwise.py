@@ -692,16 +692,17 @@ def aten_block() -> int:
     return _BLOCK[0] or _block()
 
 
-def aten_map(loop, arrays, params):
+def aten_map(loop, arrays, params, block: int = 0):
     """``loop(*flat arrays, flat out, *params, block, run)`` into a new array: float32 ``arrays`` of one shape
     read in the order ATen's elementwise loop (``cpu_kernel_vec``) visits them -- memory order when all are
     dense alike (C or F), one loop per ``parallel_for`` chunk (``_chunk``); else C order in rows of the
     shortest ``_run`` -- with ATen's split
     into vector body and scalar tail per loop, and, above ``PARALLEL_MIN``, threads cutting the flat arrays
-    at multiples of the vector step (or of the rows)."""
+    at multiples of the vector step (or of the rows). ``block``: a kernel's own vector step, where ATen runs its
+    AVX2 code on every CPU (one it registers with ``REGISTER_DISPATCH`` alone: 16, not AVX512's 32)."""
     x = arrays[-1]
-    block = _BLOCK[0] or _block()
-    if x.size <= PARALLEL_MIN and x.flags.c_contiguous:    # the small call: one thread, no copies
+    block = block or _BLOCK[0] or _block()
+    if x.size <= PARALLEL_MIN and all(a.flags.c_contiguous for a in arrays):    # the small call: one thread, no copies
         out = np.empty_like(x)
         if x.ndim == 1:
             loop(*arrays, out, *params, block, x.size)

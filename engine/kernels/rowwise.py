@@ -23,7 +23,7 @@ from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lane
 from .row_masks import scale_first, scaled_max
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax", "attention_softmax_masked",
-           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "log_softmax_inner", "log_softmax_backward_inner", "target_weights", "cross_entropy", "cross_entropy_backward", "smoothed_cross_entropy_backward", "nll_loss", "nll_loss_backward"]
+           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "log_softmax_inner", "log_softmax_backward_inner", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -154,18 +154,6 @@ def _rows_mean_rstd(x, r0, nb, eps, mean, rstd, scratch):
     for row in range(nb):
         mean[r0 + row] = m1[row]
         rstd[r0 + row] = F(1.0) / np.sqrt(max(m2[row] / F(C), F(0.0)) + eps)
-
-
-@njit(**_JIT, inline="always")
-def _exp_row(x, out, r, C, m):
-    """``out[r] = exp(x[r] - m)``; returns the row's sum (inlined: a call per row costs more than a
-    short row, see bench/README.md's convolution notes)."""
-    s = F(0.0)
-    for c in range(C):
-        e = exp32(x[r, c] - m)
-        out[r, c] = e
-        s += e
-    return s
 
 
 # ---------------------------------------------------------------- softmax / log_softmax as ATen's
@@ -576,40 +564,27 @@ def cross_entropy(x, t, wt, loss, lse, w, ignore, smooth, w_sum, lanes=16):
             loss[r] = -((wt[r] * keep) * (picked[r] - lg)) - ls_c * (sw[r] - lg * w_sum)
 
 
-@njit(**_JIT)
-def smoothed_cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
-    """``out[r] = (softmax(x[r]) A - a) gs[r]``, 0 for an ignored row (within float32 rounding of
-    PyTorch's, whose ``u`` rows have a value in every column): the gradient with label smoothing, its own
-    loop (the caller picks it), so a model without smoothing never compiles it (0.8 s)."""
-    R, C = x.shape
-    bits = x.view(np.int32)
-    ls_c = smooth / F(C)
-    for r in range(R):
-        ti = t[r]
-        if ti == ignore:
-            for c in range(C):
-                out[r, c] = F(0.0)
-            continue
-        m = _row_max(bits, r, C)
-        s = _exp_row(x, out, r, C, m)
-        a_t = wt[r] * (F(1.0) - smooth)
-        g = gs[r]
-        k = (a_t + ls_c * w_sum) * g / s
-        b = ls_c * g
-        for c in range(C):
-            out[r, c] = out[r, c] * k - b * w[c]
-        out[r, ti] = exp32(x[r, ti] - m) * k - (a_t + ls_c * w[ti]) * g
+@njit(**_JIT_EXACT, inline="always")
+def _smoothed_u(o, C, ti, u_t, s_r, w, ignore):
+    """A row of the log-probabilities' gradient with label smoothing, as PyTorch's composite sums it (its two
+    consumers' gradients added): ``(-s_r) w[c]`` from the smoothing term (``-input.sum`` or ``-(input w).sum``
+    over the classes), plus nll_loss's ``u_t`` at the target; ``+0.0`` first, the nll gradient's zeros."""
+    for c in range(C):
+        o[c] = F(0.0) + (-s_r) * w[c]
+    if ti != ignore:
+        o[ti] = u_t + (-s_r) * w[ti]
 
 
 @njit(**_JIT_EXACT)
-def cross_entropy_backward(x, t, wt, gs, out, lse, w, ignore, known, lanes=16):
+def cross_entropy_backward(x, t, wt, gs, out, lse, gss, w, ignore, smooth, known, lanes=16):
     """The gradient of ``nll_loss(log_softmax(x))`` as PyTorch's two backwards compute it: nll_loss's
     ``u`` (``-(w[t] gs[r])`` at the target, zeros elsewhere), then log_softmax's ``u - exp(logp) sum(u)``
     with ``logp = (x - max) - lse`` as ``log_softmax`` makes it: bit for bit. ``lse`` holds the rows'
     logs of their sums where ``known`` (the forward's), else it is filled here (``log_softmax``'s exps,
     sum and log). A row's ``sum(u)`` is its one value (``+ 0``: a -0.0 target value sums to +0.0 in
     ATen's lanes); an ignored row's is 0, so its gradient is 0 (nan where its logits are). With label
-    smoothing ``smoothed_cross_entropy_backward``."""
+    smoothing (``smooth``) PyTorch's composite's ``u`` (``_smoothed_u``: ``gss[r]`` the smoothing term's
+    scaled gradient, 0 for an ignored row), summed in ``vec::reduce_all``'s lanes, then the same update."""
     R, C = x.shape
     bits = x.view(np.int32)
     for r in range(R):
@@ -621,11 +596,14 @@ def cross_entropy_backward(x, t, wt, gs, out, lse, w, ignore, known, lanes=16):
                 o[c] = exp_sleef_u10(xr[c] - m)
             lse[r] = log_sleef_u10(_lane_sum(o, C, lanes))
         lg = lse[r]
-        if ti == ignore:
-            u = s = F(0.0)
-        else:
-            u = -(wt[r] * gs[r])
-            s = u if C == 1 else u + F(0.0)
+        u = F(0.0) if ti == ignore else -(wt[r] * gs[r])
+        if smooth != F(0.0):
+            _smoothed_u(o, C, ti, u, gss[r], w, ignore)
+            s = _lane_sum(o, C, lanes)
+            for c in range(C):
+                o[c] = fma(-exp_sleef_u10((xr[c] - m) - lg), s, o[c])
+            continue
+        s = u if C == 1 or ti == ignore else u + F(0.0)
         for c in range(C):
             o[c] = fma(-exp_sleef_u10((xr[c] - m) - lg), s, F(0.0))
         if ti != ignore:

@@ -16,10 +16,12 @@ from .. import kernels
 from ..base import backend as _backend
 from ..base.dtype import BFLOAT16_NP, REDUCED_NP, float32 as _float32, in_float32, in_opmath
 from ..base.grad_mode import is_grad_enabled
+from ..autograd.views import apply_
 from ..base.meta import has_data
 from ..core.dispatch import apply, keeps_forward_state
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
+from ..ops.reduce import array_sum
 from ._ops import _bn_bwd
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "silu", "hardswish", "hardsigmoid", "hardtanh", "softplus", "elu", "mish", "log_sigmoid",
@@ -454,7 +456,7 @@ _hardsigmoid = Op("hardsigmoid", _hardsigmoid_fwd, lambda g, out, x: (apply(_har
 
 
 # hardtanh (relu6): ATen's clamp forward and ``hardtanh_backward``, ``g`` where ``min < x < max`` (0 at the
-# bounds themselves and at nan, as there); the composite was five ops a way (two
+# bounds themselves and at nan, as ATen's vector lambda; its scalar tail passes g at nan); the composite was five ops a way (two
 # compares, and, clamp, where), 8.5 ms a pass over a MobileNetV2 step's 2.4 M floats
 def _hardtanh_fwd(xp, x, *, min_val, max_val):
     out = xp.empty_like(x)
@@ -477,8 +479,20 @@ _hardtanh = Op("hardtanh", _opmath(_hardtanh_fwd),
                                                           g.scalar(max_val, x)))
 
 
+# in place: one node, PyTorch's ``HardtanhBackward0`` (it keeps a copy of the input); the backward reads the clamped
+# result instead, which gives the same mask (clamped values sit on the bounds) and is the array written into the
+# input, so nothing is copied first (the composite cloned the input and recorded a ``copy_`` node)
+_hardtanh_inplace = Op("hardtanh_", _opmath_params(_hardtanh_fwd),
+                       lambda g, out, x, **p: (apply(_hardtanh_bwd, g, out, **p),), saves=NONE, save_output=True,
+                       cost=_numel, complex_error=_hardtanh.complex_error, backward_name="HardtanhBackward0")
+
+
 def hardtanh(x: Tensor, min_val: float, max_val: float) -> Tensor:
     return apply(_hardtanh, x, min_val=float(min_val), max_val=float(max_val))
+
+
+def hardtanh_(x: Tensor, min_val: float, max_val: float) -> Tensor:
+    return apply_(_hardtanh_inplace, x, min_val=float(min_val), max_val=float(max_val))
 
 
 def hardswish(x: Tensor) -> Tensor:
@@ -956,6 +970,18 @@ def _loop_targets(xp, t, w, n_classes, dtype, p):
     return (t, wc, wt) if kernels.loops("rowwise").target_weights(t, wc, p["ignore_index"], wt) else None
 
 
+def _smoothing_grads(xp, g, t, wc, w, p):
+    """Per row, the gradient PyTorch's label-smoothing term sends each class's log-probability (before its
+    class weight and sign): ``g ls/C``, over the kept rows' count or their targets' summed weights for a mean
+    (``ret * (ls / C)``, ``smooth_loss.sum() / denominator``), 0 for an ignored row (``masked_fill``)."""
+    keep = t != p["ignore_index"]
+    s = g * g.dtype.type(p["label_smoothing"] / wc.shape[0])
+    if p["reduction"] == "mean":
+        denom = array_sum(xp, w[0][t[keep]], None) if w else g.dtype.type(int(keep.sum()))
+        s = s / denom
+    return xp.where(keep, s, g.dtype.type(0)).astype(g.dtype, copy=False)
+
+
 def _ce_loop_params(x, wc, p) -> tuple:
     smooth = x.dtype.type(p["label_smoothing"])
     return p["ignore_index"], smooth, wc.sum(dtype=x.dtype) if smooth else x.dtype.type(0)
@@ -1003,18 +1029,16 @@ def _ce_bwd_fwd(xp, g, x, t, *w, cdim, saved=False, **p):
     reduction = p["reduction"]
     if looped is not None:
         t, wc, wt = looped
-        gs = (xp.ascontiguousarray(g, x.dtype) if reduction == "none" else   # (add.reduce: wt.sum()'s sum
-              xp.full(t.shape[0], g / xp.add.reduce(wt) if reduction == "mean" else g, x.dtype))   # without its wrapper)
+        smooth = p["label_smoothing"]
+        gn = g * x.dtype.type(1.0 - smooth) if smooth else g   # the nll term's gradient, as ``(1 - ls) * nll``'s
+        gs = (xp.ascontiguousarray(gn, x.dtype) if reduction == "none" else   # (add.reduce: wt.sum()'s sum
+              xp.full(t.shape[0], gn / xp.add.reduce(wt) if reduction == "mean" else gn, x.dtype))   # without its wrapper)
         out = xp.empty_like(x)
-        ignore, smooth, w_sum = _ce_loop_params(x, wc, p)
-        if smooth:
-            kernels.parallel(kernels.loops("rowwise").smoothed_cross_entropy_backward, 5, x, t, wt, gs, out, wc,
-                             ignore, smooth, w_sum)
-            return out
         known = lse is not None
-        kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 6, x, t, wt, gs, out,
-                         lse if known else xp.empty(t.shape[0], x.dtype), wc, ignore, known,
-                         kernels.loops("pointwise").aten_lanes())
+        kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 7, x, t, wt, gs, out,
+                         lse if known else xp.empty(t.shape[0], x.dtype),
+                         _smoothing_grads(xp, g, t, wc, w, p) if smooth else gs, wc, p["ignore_index"],
+                         x.dtype.type(smooth), known, kernels.loops("pointwise").aten_lanes())
         return out
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is not None:

@@ -24,7 +24,7 @@ from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..base.pytype import tp_name
 from ..core.tensor import Tensor, _wrap_dim
-from . import _fused, _fused_linear, _group_norm, _ops, _pool_checks, _resample, _resize_u8, _upsample
+from . import _fused, _fused_linear, _group_norm, _ops, _pool_checks, _resample, _resize_u8, _robust_losses, _upsample
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -818,7 +818,10 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     """Clamped; the gradient is 0 at the bounds themselves, as PyTorch's (so relu6 too)."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(hardtanh, (input,), input, min_val=min_val, max_val=max_val, inplace=inplace)
-    return _inplace(input, lambda x: _fused.hardtanh(x, min_val, max_val), inplace, opmath=False)
+    if inplace:
+        refuse_non_tensors("hardtanh_", input)
+        return _fused.hardtanh_(input, min_val, max_val)
+    return _fused.hardtanh(input, min_val, max_val)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
@@ -975,9 +978,11 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     _check_same_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    d = (input - target).abs()
-    loss = d if beta == 0 else (d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta)
-    return _reduce(loss, _reduction(size_average, reduce, reduction))
+    reduction = _reduction(size_average, reduce, reduction)
+    if beta == 0:   # PyTorch's smooth_l1_loss is l1_loss there
+        return l1_loss(input, target, reduction=reduction)
+    _check_reduction(reduction)
+    return _robust_losses.smooth_l1_loss(input, target, reduction, beta)
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
@@ -986,9 +991,12 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
         return handle_torch_function(huber_loss, (input, target, weight), input, target, reduction=reduction,
                                      delta=delta, weight=weight)
     _check_same_size(input, target)
-    d = (input - target).abs()
-    loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _check_reduction(reduction)
+    if weight is None:
+        return _robust_losses.huber_loss(input, target, reduction, delta)
+    return _reduce(_robust_losses.huber_loss(input, target, "none", delta) * weight, reduction)
 
 
 def _check_class_targets(input: Tensor, target: Tensor, reduction: str) -> bool:

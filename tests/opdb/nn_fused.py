@@ -260,3 +260,27 @@ def _upsample_samples():
 OPS.append(OpInfo("nn.interpolate_linear", lambda m, x, **kw: _f(m).interpolate(x, **kw), _upsample_samples,
                   errors=lambda: [ErrorInput(Sample((arr(2, 3, 5),), {"scale_factor": 2.0, "mode": "bilinear"}),
                                              NotImplementedError, "bilinear mode needs 4D input")]))
+
+
+def _robust_samples(param: str, values: tuple):
+    """huber_loss / smooth_l1_loss (nn/_robust_losses.py): each reduction, a delta or beta that is no power of 2
+    (the backward's float and double scalings differ there), 0-d, empty, non-contiguous."""
+    return [Sample((arr(3, 4), arr(3, 4)), name="mean"),
+            Sample((arr(3, 4), arr(3, 4)), {"reduction": "sum", param: values[0]}, name="sum"),
+            Sample((arr(2, 3, 2), arr(2, 3, 2)), {"reduction": "none", param: values[1]}, name="none"),
+            Sample((arr(), arr()), {param: values[0]}, name="0d"),
+            Sample((arr(0, 3), arr(0, 3)), {"reduction": "sum"}, name="empty"),
+            Sample((arr(4, 3), arr(4, 3)), {param: values[1]}, noncontig=True, name="noncontig")]
+
+
+# huber_loss and smooth_l1_loss are one op each with their backward ops (PyTorch's kernels' floats)
+OPS.append(OpInfo("nn.huber_loss", lambda m, x, t, **kw: _f(m).huber_loss(x, t, **kw),
+                  lambda: _robust_samples("delta", (0.3, 1.7)), differentiable_args=(0, 1),
+                  errors=lambda: [ErrorInput(Sample((arr(3), arr(3)), {"delta": 0.0}), RuntimeError, "delta"),
+                                  ErrorInput(Sample((arr(3), arr(3)), {"reduction": "avg"}), ValueError,
+                                             "not a valid value")]))
+OPS.append(OpInfo("nn.smooth_l1_loss", lambda m, x, t, **kw: _f(m).smooth_l1_loss(x, t, **kw),
+                  lambda: _robust_samples("beta", (1 / 9, 0.3)) + [Sample((arr(3, 4), arr(3, 4)), {"beta": 0.0},
+                                                                          name="beta0")],
+                  differentiable_args=(0, 1),
+                  errors=lambda: [ErrorInput(Sample((arr(3), arr(3)), {"beta": -1.0}), RuntimeError, "negative")]))
