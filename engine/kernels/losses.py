@@ -60,16 +60,27 @@ def _smooth_l1_grad(d, g, norm, beta, beta64, exact):
 
 
 @njit(**_JIT, inline="always")
+def _part(grad, x, t, g, out, norm, p, p64, exact):
+    for i in range(x.shape[0]):
+        out[i] = grad(x[i] - t[i], g[i], norm, p, p64, exact)
+
+
+@njit(**_JIT, inline="always")
+def _part_scalar(grad, x, t, g, out, norm, p, p64, exact):
+    for i in range(x.shape[0]):
+        out[i] = grad(x[i] - t[i], g, norm, p, p64, exact)
+
+
+@njit(**_JIT, inline="always")
 def _rows(grad, x, t, g, out, norm, p, p64, block, run):
-    """``out = grad(x - t, g, ...)`` over rows of ``run`` (``g`` an array like ``x``): vector body, scalar tail."""
+    """``out = grad(x - t, g, ...)`` over rows of ``run`` (``g`` an array like ``x``): vector body, scalar tail
+    (each a loop over slices of its own: a loop from a variable start does not vectorise)."""
     n = x.shape[0]
     for start in range(0, n, run):
         end = min(start + run, n)
         m = end - (end - start) % block
-        for i in range(start, m):
-            out[i] = grad(x[i] - t[i], g[i], norm, p, p64, True)
-        for i in range(m, end):
-            out[i] = grad(x[i] - t[i], g[i], norm, p, p64, False)
+        _part(grad, x[start:m], t[start:m], g[start:m], out[start:m], norm, p, p64, True)
+        _part(grad, x[m:end], t[m:end], g[m:end], out[m:end], norm, p, p64, False)
 
 
 @njit(**_JIT, inline="always")
@@ -79,10 +90,8 @@ def _rows_scalar(grad, x, t, g, out, norm, p, p64, block, run):
     for start in range(0, n, run):
         end = min(start + run, n)
         m = end - (end - start) % block
-        for i in range(start, m):
-            out[i] = grad(x[i] - t[i], g, norm, p, p64, True)
-        for i in range(m, end):
-            out[i] = grad(x[i] - t[i], g, norm, p, p64, False)
+        _part_scalar(grad, x[start:m], t[start:m], g, out[start:m], norm, p, p64, True)
+        _part_scalar(grad, x[m:end], t[m:end], g, out[m:end], norm, p, p64, False)
 
 
 @njit(**_JIT)
