@@ -1031,8 +1031,9 @@ def _ce_bwd_fwd(xp, g, x, t, *w, cdim, saved=False, **p):
         t, wc, wt = looped
         smooth = p["label_smoothing"]
         gn = g * x.dtype.type(1.0 - smooth) if smooth else g   # the nll term's gradient, as ``(1 - ls) * nll``'s
-        gs = (xp.ascontiguousarray(gn, x.dtype) if reduction == "none" else   # (add.reduce: wt.sum()'s sum
-              xp.full(t.shape[0], gn / xp.add.reduce(wt) if reduction == "mean" else gn, x.dtype))   # without its wrapper)
+        total = (_weight_total(xp, t, wt, p) if w else xp.add.reduce(wt)) if reduction == "mean" else None
+        gs = (xp.ascontiguousarray(gn, x.dtype) if reduction == "none" else   # (class weights: nll_loss's cascade
+              xp.full(t.shape[0], gn / total if reduction == "mean" else gn, x.dtype))   # total, as its forward's)
         out = xp.empty_like(x)
         known = lse is not None
         kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 7, x, t, wt, gs, out,
