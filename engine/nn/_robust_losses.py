@@ -58,11 +58,10 @@ def _norm(reduction: str, *shapes) -> float:
 def _bwd_fwd(name, formula):
     def fwd(xp, g, x, t, *, reduction, p):
         norm = _norm(reduction, x.shape, t.shape)
-        one_g = g.ndim == 0 or (g.size and not any(g.strides))   # a reduced loss's g, or one value broadcast
         loops = _loops(xp, x, t) if g.dtype == _F32 else None
         if loops is not None:
             aten_map = kernels.loops("pointwise").aten_map
-            if one_g:
+            if g.ndim == 0 or (g.size and not any(g.strides)):   # a reduced loss's g, or one value broadcast
                 return aten_map(getattr(loops, name + "_scalar"), (x, t),
                                 (np.float32(g.flat[0]), np.float32(norm), np.float32(p), float(p)), _AVX2_BLOCK)
             if g.shape == x.shape:
