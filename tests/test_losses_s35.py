@@ -153,3 +153,22 @@ def test_label_smoothed_cross_entropy_gradient_is_torchs_bit_for_bit(shape, redu
         loss.backward(None if g is None else lib.tensor(g))
         grads.append(a.grad.numpy())
     _assert_bits([grads[0]], [grads[1]])
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_robust_losses_under_vmap_and_grad_as_torch(loss):
+    """A family rule each (the loss reduced per sample, its backward elementwise): torch's values and no
+    per-slice warning."""
+    import warnings
+    fn, name, _ = LOSSES[loss]
+    rng = np.random.default_rng(5)
+    x, t = rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    res = []
+    for lib in (tapelab, torch):
+        f = (lambda a, b: fn(lib)(a, b, **{name: 0.3}))   # noqa: E731
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            res.append([lib.func.vmap(f)(lib.tensor(x), lib.tensor(t)).numpy(),
+                        lib.func.vmap(lib.func.grad(f))(lib.tensor(x), lib.tensor(t)).numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -679,14 +679,27 @@ def _class_loss(mode, op, args, params):
 
 
 def _pointwise_loss(mode, op, args, params):
-    """mse_loss and the binary cross-entropies: elementwise with reduction ``'none'``, reduced per sample."""
-    reduction = params["reduction"]
+    """mse_loss, huber_loss, smooth_l1_loss and the binary cross-entropies: elementwise with reduction
+    ``'none'``, reduced per sample."""
     nd = max(a._data.ndim for a in args if isinstance(a, Tensor))
-    out = apply(op, *[mode._phys(a, nd) if _batched_at(a, mode.level) else a for a in args],
-                **dict(params, reduction="none"))
+    return _per_sample(mode, _elementwise_physical(mode, op, args, dict(params, reduction="none"), nd),
+                       params["reduction"], nd)
+
+
+def _elementwise_physical(mode, op, args, params, nd):
+    """``op`` of elementwise operands on their physical values, the batch in front of ``nd`` logical dims."""
+    out = apply(op, *[mode._phys(a, nd) if _batched_at(a, mode.level) else a for a in args], **params)
     if out.shape[0] != mode.size or out.dim() != nd + 1:
         out = out.expand(mode.size, *out.shape[out.dim() - nd:])
-    return _per_sample(mode, out, reduction, nd)
+    return out
+
+
+def _pointwise_loss_backward(mode, op, args, params):
+    """huber_loss_backward and smooth_l1_loss_backward of a loss of reduction ``'none'`` (``_pointwise_loss``
+    makes one): elementwise in the gradient, input and target; a reduced one runs per slice."""
+    if params["reduction"] != "none":
+        return None
+    return _elementwise_physical(mode, op, args, params, max(a._data.ndim for a in args if isinstance(a, Tensor)))
 
 
 def _fold_samples(mode, op, args, params):
@@ -885,7 +898,9 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "matmul": _matmul, "linear": _linear, "convolution": _convolution,
            "cross_entropy": _class_loss, "nll_loss": _class_loss,
            "mse_loss": _pointwise_loss, "binary_cross_entropy": _pointwise_loss,
-           "binary_cross_entropy_with_logits": _pointwise_loss, "embedding": _embedding,
+           "binary_cross_entropy_with_logits": _pointwise_loss, "huber_loss": _pointwise_loss,
+           "smooth_l1_loss": _pointwise_loss, "huber_loss_backward": _pointwise_loss_backward,
+           "smooth_l1_loss_backward": _pointwise_loss_backward, "embedding": _embedding,
            "max_pool_blocks": _fold_samples, "max_pool_indices": _fold_samples, "max_pool": _fold_samples,
            "avg_pool": _fold_samples, "batch_norm_eval": _batch_norm_eval, "index": _index,
            "index_put": _index_put, "batch_norm_normalize": _batch_norm_train, "einsum": _einsum, "repeat": _repeat,
