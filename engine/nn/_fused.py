@@ -484,7 +484,8 @@ _hardtanh = Op("hardtanh", _opmath(_hardtanh_fwd),
 # input, so nothing is copied first (the composite cloned the input and recorded a ``copy_`` node)
 _hardtanh_inplace = Op("hardtanh_", _opmath_params(_hardtanh_fwd),
                        lambda g, out, x, **p: (apply(_hardtanh_bwd, g, out, **p),), saves=NONE, save_output=True,
-                       cost=_numel, complex_error=_hardtanh.complex_error, backward_name="HardtanhBackward0")
+                       cost=_numel, complex_error=_hardtanh.complex_error, onnx=_hardtanh.onnx,
+                       backward_name="HardtanhBackward0")
 
 
 def hardtanh(x: Tensor, min_val: float, max_val: float) -> Tensor:
