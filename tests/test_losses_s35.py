@@ -172,3 +172,22 @@ def test_robust_losses_under_vmap_and_grad_as_torch(loss):
                         lib.func.vmap(lib.func.grad(f))(lib.tensor(x), lib.tensor(t)).numpy()])
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_robust_losses_export_to_onnx(loss, reduction):
+    """The ops' ONNX lowering (the composite had exported through its primitives): onnxruntime's values."""
+    import io
+    ort = pytest.importorskip("onnxruntime")
+    fn, name, _ = LOSSES[loss]
+    x, t = np.random.default_rng(6).standard_normal((2, 3, 4)).astype(np.float32)
+
+    class M(tapelab.nn.Module):
+        def forward(self, a, b):
+            return fn(tapelab)(a, b, reduction=reduction, **{name: 0.3})
+    buf = io.BytesIO()
+    tapelab.onnx.export(M(), (tapelab.tensor(x), tapelab.tensor(t)), buf)
+    session = ort.InferenceSession(buf.getvalue())
+    got = session.run(None, {i.name: v for i, v in zip(session.get_inputs(), (x, t))})[0]
+    np.testing.assert_allclose(got, M()(tapelab.tensor(x), tapelab.tensor(t)).numpy(), rtol=1e-6, atol=1e-7)

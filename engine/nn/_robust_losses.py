@@ -101,6 +101,22 @@ def _loss_vjp(g, out, x, t, *, reduction, p, op):
             if isinstance(t, Tensor) and t.requires_grad else None)
 
 
+def _onnx(smooth: bool):
+    """The loss in ONNX nodes: ``Where(z < p, 0.5 z z [/ p], ...)`` reduced as ``mse_loss``'s lowering."""
+    def lower(g, x, t, *, reduction, p):
+        z = g.op("Abs", g.op("Sub", x, t))
+        bound, half = g.scalar(p, x), g.scalar(0.5, x)
+        quad = g.op("Mul", g.op("Mul", half, z), z)
+        if smooth:
+            quad, lin = g.op("Div", quad, bound), g.op("Sub", z, g.op("Mul", half, bound))
+        else:
+            lin = g.op("Mul", bound, g.op("Sub", z, g.op("Mul", half, bound)))
+        loss = g.op("Where", g.op("Less", z, bound), quad, lin)
+        return loss if reduction == "none" else g.reduce("ReduceMean" if reduction == "mean" else "ReduceSum",
+                                                         loss, None, False)
+    return lower
+
+
 def _cost(s, out):
     return 4 * max(math.prod(s[0]), math.prod(s[1]))
 
@@ -112,10 +128,10 @@ _smooth_l1_bwd = Op("smooth_l1_loss_backward", _bwd_fwd("smooth_l1_backward", _s
 _BACKWARDS = {"huber": _huber_bwd, "smooth_l1": _smooth_l1_bwd}   # each backward op's vjp applies it again
 _huber = Op("huber_loss", _loss_fwd("huber", _huber_formula),
             lambda g, out, x, t, **p: _loss_vjp(g, out, x, t, **p, op=_huber_bwd),
-            promote="common", saves=ALL, cost=_cost)
+            promote="common", saves=ALL, cost=_cost, onnx=_onnx(False))
 _smooth_l1 = Op("smooth_l1_loss", _loss_fwd("smooth_l1", _smooth_l1_formula),
                 lambda g, out, x, t, **p: _loss_vjp(g, out, x, t, **p, op=_smooth_l1_bwd),
-                promote="common", saves=ALL, cost=_cost)
+                promote="common", saves=ALL, cost=_cost, onnx=_onnx(True))
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str, delta: float) -> Tensor:
