@@ -296,7 +296,7 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False, into=Non
     as_flash = _grads_as_flash(xp, q, k, v, dropped)
     if not dropped and xp is np and g.dtype == np.float32 and kernels.enabled():
         # one region of heads where MKL runs the products: the floats of the passes below
-        dq, dk, dv = into or (_grad_out(x.shape, x.dtype, as_flash) if as_flash else np.empty(x.shape, np.float32)
+        dq, dk, dv = into or (_grad_out(x.shape, x.dtype, as_flash) if as_flash else np.empty_like(x)
                               for x in (q, k, v))
         ds = _one_region_grad(xp, g, q, k, v, p, dq, dk, dv)
         if ds is not None:
@@ -325,9 +325,11 @@ def _grads_as_flash(xp, q, k, v, dropped: bool) -> bool:
     """Whether to write dq, dk and dv as PyTorch's CPU flash backward does, (batch, length, heads, dim)
     arrays transposed (its layout for 4-d inputs of one batch shape and head dim, no dropout): where the
     query is laid out so too (GPT's ``view(b, l, h, d).transpose(1, 2)`` of a projection's columns), whose
-    gradients then go back through the views without a copy. Elsewhere contiguous: multi-head attention's
-    (length, batch, heads, dim) heads took 0.13 ms longer a Transformer step in their reshapes' backward
-    that way (bench/README.md, issue 17, session 29)."""
+    gradients then go back through the views without a copy. Elsewhere the one-region backward writes
+    them laid out as their inputs (``np.empty_like``): contiguous heads get contiguous gradients, and
+    multi-head attention's heads, a (length, bsz * heads, dim) copy, get gradients that its reshapes pass
+    back as views (~0.15 ms less a Transformer step at one thread; PyTorch's flash layout there made them
+    copy, 0.13 ms more: bench/README.md, issue 17, sessions 29 and 35)."""
     return (xp is np and q.ndim == 4 and not dropped and q.dtype in _FLASH_GRAD_DTYPES
             and q.shape[:2] == k.shape[:2] == v.shape[:2] and q.shape[-1] == v.shape[-1]
             and q.strides[0] > q.strides[2] > q.strides[1] > q.strides[3] > 0)
