@@ -122,6 +122,7 @@ def test_backward_region_is_the_passes_bit_for_bit(layout, causal, threads):
     outs = tuple(np.empty(x.shape, np.float32) for x in (q, k, v))
     assert gemm.attention_grad(np, g, q, k, v, p, *outs) is not None, "the region did not take the products"
     region = fused._bwd_fwd(np, g, q, k, v, p, scale=scale, causal=causal, masked="", dropped=False, saved=True)
-    for ours, passes in zip(region, _passes_backward(g, q, k, v, p, scale, as_flash)):
+    for ours, passes, x in zip(region, _passes_backward(g, q, k, v, p, scale, as_flash), (q, k, v, p)):
         np.testing.assert_array_equal(ours, passes)
-        assert ours.strides == passes.strides
+        # GPT's heads: the flash layout on both paths; else the region's laid out as its input (session 35)
+        assert ours.strides == (passes.strides if as_flash else np.empty_like(x).strides)
