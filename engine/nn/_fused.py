@@ -482,7 +482,7 @@ _hardtanh = Op("hardtanh", _opmath(_hardtanh_fwd),
 # in place: one node, PyTorch's ``HardtanhBackward0`` (it keeps a copy of the input); the backward reads the clamped
 # result instead, which gives the same mask (clamped values sit on the bounds) and is the array written into the
 # input, so nothing is copied first (the composite cloned the input and recorded a ``copy_`` node)
-_hardtanh_inplace = Op("hardtanh_", _opmath_params(_hardtanh_fwd),
+_hardtanh_inplace = Op("hardtanh_", _opmath(_hardtanh_fwd),
                        lambda g, out, x, **p: (apply(_hardtanh_bwd, g, out, **p),), saves=NONE, save_output=True,
                        cost=_numel, complex_error=_hardtanh.complex_error, onnx=_hardtanh.onnx,
                        backward_name="HardtanhBackward0")
