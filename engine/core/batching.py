@@ -472,7 +472,7 @@ class BatchMode(Mode):
 # ---------------------------------------------------------------- family rules
 def _views(mode, op, args, params):
     x = args[0]
-    p, nd = x._phys, x._data.ndim
+    p = x._phys
     name = op.name
     if name == "reshape":
         return apply(op, p, shape=(p.shape[0], *params["shape"]))
