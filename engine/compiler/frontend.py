@@ -42,7 +42,7 @@ from ..amp.autocast_mode import _STATE as _AUTOCAST
 from ..base.device import CPU
 from ..base.dtype import _SCALAR_TYPES
 from ..base.grad_mode import GRAD_OFF, STATE as GRAD, no_grad
-from ..core.dispatch import Mode
+from ..core.dispatch import STATE, Mode
 from ..core.tensor import Size, Tensor
 from ..fx.proxy import TraceError
 from ..fx.graph_module import GraphModule
@@ -352,6 +352,8 @@ class CompiledFunction:
                 self.limit_warned = True
                 self._limit_warning(exact, args, kwargs)
             return self.fn(*args, **kwargs)
+        for mode in STATE.modes:
+            mode.compiling(self.__name__)
         if self.frame_id is None:
             self.frame_id = next(_FRAMES)
         entry, out = self._compile(args, kwargs, guards)

@@ -109,6 +109,10 @@ class Mode:
             dispatcher (an in-place ``add_`` the mode then sees) instead of by bookkeeping.
         host_read(tensor, what): a value is about to be copied to the host; ``what`` is
             ``"item"``, ``"tolist"``, ``"numpy"``, ``"bool"`` or ``"print"``.
+        compiling(name): a compiled function ``name`` is about to trace and compile this call (a new
+            guard), running the function under the tracer and the lowering's shape work on meta
+            tensors, none of which is the call; a mode that records calls (capture) refuses here.
+            The default does nothing.
         call_module(module, forward, args, kwargs): an ``nn.Module`` is being called;
             the default returns ``forward(*args, **kwargs)``.
         repr_suffixes(tensor) -> list: what a printed tensor adds after its ``grad_fn=`` while the mode
@@ -164,6 +168,9 @@ class Mode:
         return False
 
     def host_read(self, tensor, what: str) -> None:
+        pass
+
+    def compiling(self, name: str) -> None:
         pass
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):

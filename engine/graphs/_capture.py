@@ -286,6 +286,14 @@ class CaptureMode(Mode):
         comes through the dispatcher (an ``add_`` this mode records)."""
         return True
 
+    def compiling(self, name: str) -> None:
+        """A compiled function's first call under these guards: its trace runs under the tracer and its
+        lowering on meta tensors, so the capture would record shape work, not the call (a replay read
+        read-only meta arrays, or kept stale values). As CUDA graphs want warm-up iterations: refused."""
+        self.fail(f"tapelab.compile: {name} compiles on this call (its first under these guards: grad mode, "
+                  f"shapes, dtypes); a capture records compiled code, not a compile: call it once with the same "
+                  f"inputs and grad mode before capturing (a warm-up)")
+
     def host_read(self, tensor, what: str) -> None:
         """A value copied to the host during capture. From user code it is an error; from inside
         tapelab (a bounds check, a tensor hyper-parameter) an ``item``/``tolist``/``bool`` value
