@@ -9,6 +9,7 @@ import torch
 import tapelab
 from tapelab import kernels
 from tapelab.nn import _grouped
+from _depthwise import run as _run
 from _threads import thread_counts
 
 threads = thread_counts([1, 2], loops=True)
@@ -35,15 +36,6 @@ def _data(case, seed=0):
     with torch.no_grad():
         shape = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **kw).shape
     return x, w, b, rng.standard_normal(tuple(shape)).astype(np.float32), kw
-
-
-def _run(lib, x, w, b, gy, dtype, **kw):
-    xt = lib.from_numpy(x.astype(dtype)).requires_grad_()
-    wt = lib.from_numpy(w.astype(dtype)).requires_grad_()
-    bt = lib.from_numpy(b.astype(dtype)).requires_grad_()
-    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
-    y.backward(lib.from_numpy(gy.astype(dtype)))
-    return [y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()]
 
 
 def _routed(x, w, kw):
