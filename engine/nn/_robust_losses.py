@@ -16,6 +16,7 @@ from ..core.dispatch import apply
 from ..core.registry import ALL, Op
 from ..core.tensor import Tensor
 from ..ops._util import unbroadcast
+from ._fused import _aten_loop
 from ._ops import _reduced
 
 _F32 = np.dtype(np.float32)
@@ -23,10 +24,8 @@ _AVX2_BLOCK = 16   # ATen registers these kernels for AVX2 alone (``REGISTER_DIS
 
 
 def _loops(xp, *arrays):
-    """``kernels.losses`` where ATen's float32 walk applies (``_fused._aten_loop``'s test), else None."""
-    if kernels.use(xp) and kernels.loops("pointwise").takes(*arrays):
-        return kernels.loops("losses")
-    return None
+    """``kernels.losses`` where ATen's float32 walk applies (``_aten_loop``), else None."""
+    return kernels.loops("losses") if _aten_loop(xp, *arrays) else None
 
 
 def _loss_fwd(name, formula):
