@@ -203,7 +203,7 @@ def _slice_name(ndims: tuple, params: dict) -> str:
     that does something (an int selects, a slice short of the whole dim slices, None unsqueezes)."""
     key = params["key"]
     name = "AliasBackward0"
-    for k in key:   # (one loop, no list of the key: recording x[..., 4:] 3.1 -> 2.x us)
+    for k in key:   # (one loop, no list of the key: the name 1.14 -> 0.54 us a recorded slice)
         if k is None:
             name = "UnsqueezeBackward0"
         elif type(k) is int:
@@ -694,7 +694,8 @@ def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
     if type(dim) is int:   # one dim (the usual call): no sets
         n = len(shape)
         d = _wrap_dim(dim, n, "squeeze")
-        return _mark(apply(_reshape, input, shape=shape[:d] + shape[d + 1:] if n and shape[d] == 1 else shape), input)
+        kept = shape[:d] + shape[d + 1:] if n and shape[d] == 1 else shape
+        return _mark(apply(_reshape, input, shape=kept), input)
     if dim is None:
         return _mark(apply(_reshape, input, shape=tuple([s for s in shape if s != 1])), input)
     else:
@@ -1061,7 +1062,8 @@ def cat(tensors, dim: int = 0, *, axis: int | None = None) -> Tensor:
     tensors = _tensor_list(tensors, "cat")
     first = tensors[0]._data.shape
     n = len(first)
-    if n > 1 and -n <= dim < n:   # the usual call: shapes equal but along dim, in one pass (6.1 -> x us)
+    # the usual call: shapes equal but along dim, checked in one pass (cat of two: 6.2-6.9 -> 5.1-6.6 us)
+    if n > 1 and -n <= dim < n:
         d = dim % n
         for t in tensors:
             s = t._data.shape
