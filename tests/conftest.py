@@ -87,6 +87,21 @@ def stem_forward_calls(monkeypatch):
 
 
 @pytest.fixture
+def subscription_changes():
+    """How many times the dispatcher was told that event subscriptions changed (``events.on_change``)."""
+    from tapelab.base import events
+    told = []
+
+    def count():
+        told.append(1)
+    events.on_change(count)
+    try:
+        yield told
+    finally:
+        events._on_change.remove(count)
+
+
+@pytest.fixture
 def empty_cache_compiles(request):
     """For a test that compiles numba's kernels in an empty cache (a subprocess, 15-60 s on the CI machine):
     it runs with ``--long``; ``pytest tests`` (CI) skips it, as the stress suite runs short there."""

@@ -10,26 +10,12 @@ from tapelab.base import events
 from tapelab.core import dispatch
 
 
-@pytest.fixture
-def changes():
-    """How many times the dispatcher was told that subscriptions changed."""
-    told = []
-
-    def count():
-        told.append(1)
-    events.on_change(count)
-    try:
-        yield told
-    finally:
-        events._on_change.remove(count)
-
-
 def _quiet():
     assert not events.has_subscribers("op") and not events.has_subscribers("backward_step")
     assert dispatch.STATE.slow is False
 
 
-def test_group_subscribes_all_and_tells_once(changes):
+def test_group_subscribes_all_and_tells_once(subscription_changes):
     _quiet()
     seen = []
 
@@ -39,21 +25,21 @@ def test_group_subscribes_all_and_tells_once(changes):
     def on_step(step):
         seen.append(("step", step.name))
     subs = events.subscribe_group(("op", on_fields, True), ("backward_step", on_step))
-    assert len(changes) == 1
+    assert len(subscription_changes) == 1
     assert [s.kind for s in subs] == ["op", "backward_step"] and [s.fields for s in subs] == [True, False]
     assert dispatch.STATE.slow is True
     x = tapelab.tensor([1.0, 2.0], requires_grad=True)
     (x * 3.0).sum().backward()
     events.unsubscribe_group(subs)
-    assert len(changes) == 2
+    assert len(subscription_changes) == 2
     _quiet()
     assert ("fields", "mul") in seen and ("fields", "sum") in seen
     assert ("step", "MulBackward0") in seen and ("step", "SumBackward0") in seen
     events.unsubscribe_group(subs)   # already gone: nothing to tell
-    assert len(changes) == 2
+    assert len(subscription_changes) == 2
 
 
-def test_group_refused_spec_subscribes_nothing(changes):
+def test_group_refused_spec_subscribes_nothing(subscription_changes):
     _quiet()
 
     def fn(*a):
@@ -70,13 +56,13 @@ def test_group_refused_spec_subscribes_nothing(changes):
     _quiet()
 
 
-def test_tape_scope_tells_once_each_way_and_records(changes):
+def test_tape_scope_tells_once_each_way_and_records(subscription_changes):
     _quiet()
     x = tapelab.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
     with tapelab.tape() as t:
-        assert len(changes) == 1 and dispatch.STATE.slow is True
+        assert len(subscription_changes) == 1 and dispatch.STATE.slow is True
         (x.tanh() * 2.0).sum().backward()
-    assert len(changes) == 2
+    assert len(subscription_changes) == 2
     _quiet()
     ops = [(n.kind, n.op, n.phase) for n in t.nodes]
     assert ops[:3] == [("forward", "tanh", "forward"), ("forward", "mul", "forward"), ("forward", "sum", "forward")]
